@@ -1,0 +1,141 @@
+//! The one API error type, answered as `application/problem+json` (RFC 9457) with a stable
+//! `code` and the request id. Internal detail (SQL, paths, storage keys, broker ids, stack
+//! traces) is logged once here and never sent.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+
+use crate::request_id;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Every token fault answers the same: no hint about what was wrong.
+    #[error("missing or invalid credentials")]
+    Unauthorized,
+    #[error("the tenant is not active")]
+    TenantInactive,
+    /// A missing row and another tenant's row answer the same.
+    #[error("not found")]
+    NotFound,
+    #[error("{detail}")]
+    BadRequest { code: &'static str, detail: String },
+    #[error("{detail}")]
+    Unprocessable { code: &'static str, detail: String },
+    #[error("the upload is larger than {limit} bytes")]
+    PayloadTooLarge { limit: u64 },
+    #[error("a dependency is unavailable")]
+    Unavailable(#[source] anyhow::Error),
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    detail: String,
+    code: &'a str,
+    request_id: String,
+}
+
+impl ApiError {
+    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::BadRequest {
+            code,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn unprocessable(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::Unprocessable {
+            code,
+            detail: detail.into(),
+        }
+    }
+
+    /// The stable, documented code clients branch on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthorized => "unauthorized",
+            Self::TenantInactive => "tenant_inactive",
+            Self::NotFound => "not_found",
+            Self::BadRequest { code, .. } | Self::Unprocessable { code, .. } => code,
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::Unavailable(_) => "service_unavailable",
+            Self::Internal(_) => "internal_error",
+        }
+    }
+
+    fn title(&self) -> &'static str {
+        match self {
+            Self::Unauthorized => "Unauthorized",
+            Self::TenantInactive => "Tenant not active",
+            Self::NotFound => "Not found",
+            Self::BadRequest { .. } => "Bad request",
+            Self::Unprocessable { .. } => "Unprocessable content",
+            Self::PayloadTooLarge { .. } => "Payload too large",
+            Self::Unavailable(_) => "Service unavailable",
+            Self::Internal(_) => "Internal server error",
+        }
+    }
+
+    /// What the client may read: fixed text for server faults, the message otherwise.
+    fn detail(&self) -> String {
+        match self {
+            Self::Unavailable(_) => "a dependency is unavailable, try again shortly".to_owned(),
+            Self::Internal(_) => "the server failed to handle the request".to_owned(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl From<quire_shared::db::DbError> for ApiError {
+    fn from(error: quire_shared::db::DbError) -> Self {
+        use quire_shared::db::DbError;
+        match error {
+            DbError::Pool(_) => Self::Unavailable(error.into()),
+            other => Self::Internal(other.into()),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::TenantInactive => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let request_id = request_id::current().unwrap_or_default();
+        // Handled here, so logged here: once, with the whole chain.
+        match self {
+            Self::Internal(error) | Self::Unavailable(error) => {
+                tracing::error!(%request_id, code = self.code(), error = format!("{error:#}"), "request failed");
+            }
+            _ => {}
+        }
+        let status = self.status_code();
+        let problem = Problem {
+            kind: format!("/problems/{}", self.code().replace('_', "-")),
+            title: self.title(),
+            status: status.as_u16(),
+            detail: self.detail(),
+            code: self.code(),
+            request_id,
+        };
+        HttpResponse::build(status)
+            .content_type("application/problem+json")
+            .json(problem)
+    }
+}

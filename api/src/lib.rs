@@ -1,0 +1,96 @@
+//! Quire's HTTP API. `Application::build` binds and wires everything; tests bind port 0
+//! and run the very same server.
+
+pub mod admin;
+mod auth;
+mod error;
+mod request_id;
+mod routes;
+mod state;
+mod upload;
+mod views;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
+use anyhow::Context;
+use quire_shared::config::Settings;
+use quire_shared::storage::LocalStore;
+use tokio_util::sync::CancellationToken;
+
+pub use error::ApiError;
+use state::AppState;
+
+pub struct Application {
+    port: u16,
+    server: Server,
+}
+
+impl Application {
+    /// Binds `server.host:server.port` (port 0 picks a free one) and builds the server.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let address = (settings.server.host.as_str(), settings.server.port);
+        let listener = TcpListener::bind(address)
+            .with_context(|| format!("failed to bind {}:{}", address.0, address.1))?;
+        Self::with_listener(settings, listener)
+    }
+
+    pub fn with_listener(settings: Settings, listener: TcpListener) -> anyhow::Result<Self> {
+        let port = listener.local_addr().context("listener has no address")?.port();
+        let pool = quire_shared::db::build_pool(&settings.database)?;
+        let redis = quire_shared::broker::build_pool(&settings.redis)?;
+        let store = Arc::new(LocalStore::new(&settings.storage.data_dir));
+        let state = web::Data::new(AppState {
+            settings: Arc::new(settings),
+            pool,
+            store,
+            redis,
+        });
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .app_data(web::PathConfig::default().error_handler(|_, _| ApiError::NotFound.into()))
+                .app_data(web::QueryConfig::default().error_handler(|error, _| {
+                    ApiError::bad_request("invalid_query", error.to_string()).into()
+                }))
+                .app_data(web::JsonConfig::default().error_handler(|_, _| {
+                    ApiError::bad_request("invalid_json", "the body is not the JSON this route takes")
+                        .into()
+                }))
+                .configure(routes::configure)
+                .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(ApiError::NotFound) }))
+                .wrap(from_fn(request_id::middleware))
+        })
+        // Signals are the binary's business: it cancels the shutdown token.
+        .disable_signals()
+        .shutdown_timeout(30)
+        .listen(listener)
+        .context("failed to listen")?
+        .run();
+        Ok(Self { port, server })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serves until `shutdown` is cancelled, then stops gracefully.
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let handle = self.server.handle();
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            handle.stop(true).await;
+        });
+        tracing::info!(port = self.port, "api listening");
+        self.server.await.context("http server failed")
+    }
+}
+
+/// Runs the API until `shutdown` is cancelled.
+pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    Application::build(settings)
+        .await?
+        .run_until_stopped(shutdown)
+        .await
+}

@@ -1,0 +1,138 @@
+//! Upload and read documents.
+
+use actix_multipart::Multipart;
+use actix_web::{HttpResponse, web};
+use anyhow::Context;
+use diesel_async::AsyncConnection;
+use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
+use quire_shared::db::documents::{self, NewDocument};
+use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::db::{DbError, PooledConnection};
+use quire_shared::storage::StorageKey;
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::upload::{self, MAX_TITLE_CHARS};
+use crate::views::{DocumentView, UploadView};
+
+pub(crate) async fn connection(state: &AppState) -> Result<PooledConnection, ApiError> {
+    Ok(state.pool.get().await.map_err(DbError::from)?)
+}
+
+/// `POST /api/documents`: store the file, then record the document, its version, an
+/// `analyze-document` job and its outbox event in ONE transaction. Redis is not involved:
+/// an upload succeeds while Redis is down.
+pub async fn upload(
+    state: web::Data<AppState>,
+    caller: Caller,
+    multipart: Multipart,
+) -> Result<HttpResponse, ApiError> {
+    caller.require_active_tenant()?;
+    let document_id = Uuid::now_v7();
+    let version_id = Uuid::now_v7();
+    let key = StorageKey::document_source(caller.tenant_id, document_id, version_id);
+    let limit = state.settings.server.max_upload_bytes;
+    let received = upload::receive(state.store.as_ref(), &key, limit, multipart).await?;
+
+    let title = received
+        .title
+        .clone()
+        .filter(|title| !title.is_empty())
+        .or_else(|| received.original_filename.clone())
+        .unwrap_or_else(|| "Untitled".to_owned())
+        .chars()
+        .take(MAX_TITLE_CHARS)
+        .collect();
+    let new = NewDocument {
+        id: document_id,
+        tenant_id: caller.tenant_id,
+        title,
+        version_id,
+        storage_key: key.as_str().to_owned(),
+        size_bytes: i64::try_from(received.digest.size_bytes).context("size overflows i64")?,
+        sha256: received.digest.sha256.clone(),
+        content_type: received.content_type.clone(),
+        original_filename: received.original_filename.clone(),
+    };
+    let job = NewJob {
+        tenant_id: caller.tenant_id,
+        document_id: Some(document_id),
+        job_type: JobType::AnalyzeDocument,
+        payload: AnalyzeDocumentPayload {
+            document_id,
+            document_version_id: version_id,
+            force: false,
+        },
+        max_attempts: state.settings.jobs.max_attempts,
+    };
+
+    let recorded = record_upload(&state, &new, &job).await;
+    let (document, version, job) = match recorded {
+        Ok(rows) => rows,
+        Err(error) => {
+            // Nothing points at the object: remove it now rather than wait for the GC.
+            if let Err(cleanup) = state.store.delete(&key).await {
+                tracing::warn!(error = %cleanup, %document_id, "failed to remove an unrecorded upload");
+            }
+            return Err(error);
+        }
+    };
+    tracing::info!(%document_id, job_id = %job.id, tenant_id = %caller.tenant_id, user_id = %caller.user_id, size_bytes = new.size_bytes, "document uploaded");
+    Ok(HttpResponse::Created()
+        .insert_header(("Location", format!("/api/documents/{document_id}")))
+        .json(UploadView {
+            document: DocumentView::new(document, Some(version)),
+            job: job.into(),
+        }))
+}
+
+async fn record_upload(
+    state: &AppState,
+    new: &NewDocument,
+    job: &NewJob<AnalyzeDocumentPayload>,
+) -> Result<
+    (
+        documents::Document,
+        documents::DocumentVersion,
+        jobs::Job,
+    ),
+    ApiError,
+> {
+    let mut conn = connection(state).await?;
+    let recorded = conn
+        .transaction::<_, DbError, _>(async |conn| {
+            let document = documents::insert_document(conn, new).await?;
+            let enqueued = jobs::enqueue(conn, job).await?;
+            let version = documents::find_version(conn, new.tenant_id, new.id, new.version_id)
+                .await?
+                .ok_or(DbError::Query(diesel::result::Error::NotFound))?;
+            let job = jobs::find_job(conn, enqueued.job_id)
+                .await?
+                .ok_or(DbError::Query(diesel::result::Error::NotFound))?;
+            Ok((document, version, job))
+        })
+        .await?;
+    Ok(recorded)
+}
+
+/// `GET /api/documents/{id}`.
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let document_id = path.into_inner();
+    let mut conn = connection(&state).await?;
+    let document = documents::find_document(&mut conn, caller.tenant_id, document_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let version = match document.current_version_id {
+        Some(version_id) => {
+            documents::find_version(&mut conn, caller.tenant_id, document.id, version_id).await?
+        }
+        None => None,
+    };
+    Ok(HttpResponse::Ok().json(DocumentView::new(document, version)))
+}

@@ -1,0 +1,25 @@
+//! Route table.
+
+mod documents;
+mod health;
+mod jobs;
+
+use actix_web::web;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(health::healthz))
+        .route("/readyz", web::get().to(health::readyz))
+        .service(
+            web::scope("/api")
+                .route("/documents", web::post().to(documents::upload))
+                .route("/documents/{document_id}", web::get().to(documents::get))
+                .route(
+                    "/documents/{document_id}/processing-jobs",
+                    web::get().to(jobs::list),
+                )
+                .route(
+                    "/documents/{document_id}/processing-jobs/{job_id}",
+                    web::get().to(jobs::get),
+                ),
+        );
+}

@@ -1,0 +1,188 @@
+//! Receiving a multipart upload: the `file` part streams into storage while its size and
+//! SHA-256 are computed; the body is never held whole in memory.
+
+use actix_multipart::{Field, Multipart, MultipartError};
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use quire_shared::storage::{Digested, ObjectStore, StorageError, StorageKey, put_digested};
+
+use crate::error::ApiError;
+
+/// Longest title we accept, in characters (the column's bound).
+pub const MAX_TITLE_CHARS: usize = 500;
+/// Longest original filename we keep, in bytes.
+pub const MAX_FILENAME_BYTES: usize = 255;
+
+#[derive(Debug)]
+pub struct ReceivedUpload {
+    pub title: Option<String>,
+    pub original_filename: Option<String>,
+    pub content_type: String,
+    pub digest: Digested,
+}
+
+/// Reads every part: exactly one `file`, an optional `title`, nothing else.
+pub async fn receive(
+    store: &dyn ObjectStore,
+    key: &StorageKey,
+    limit: u64,
+    mut multipart: Multipart,
+) -> Result<ReceivedUpload, ApiError> {
+    let mut title = None;
+    let mut file: Option<(Option<String>, String, Digested)> = None;
+    while let Some(field) = multipart.next().await {
+        let field = field.map_err(invalid_multipart)?;
+        let name = field.name().unwrap_or_default().to_owned();
+        match name.as_str() {
+            "file" => {
+                if file.is_some() {
+                    return Err(ApiError::bad_request(
+                        "multiple_files",
+                        "send exactly one part named \"file\"",
+                    ));
+                }
+                let filename = field
+                    .content_disposition()
+                    .and_then(|disposition| disposition.get_filename())
+                    .map(display_filename)
+                    .filter(|name| !name.is_empty());
+                let content_type = field
+                    .content_type()
+                    .map(ToString::to_string)
+                    .filter(|value| value.len() <= 100)
+                    .unwrap_or_else(|| "application/octet-stream".to_owned());
+                let digest = store_field(store, key, limit, field).await?;
+                file = Some((filename, content_type, digest));
+            }
+            "title" => title = Some(read_title(field).await?),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "unknown_part",
+                    "only the parts \"file\" and \"title\" are accepted",
+                ));
+            }
+        }
+    }
+    let (original_filename, content_type, digest) = file.ok_or_else(|| {
+        ApiError::bad_request("missing_file", "the upload has no part named \"file\"")
+    })?;
+    if digest.size_bytes == 0 {
+        return Err(ApiError::unprocessable("empty_file", "the uploaded file is empty"));
+    }
+    Ok(ReceivedUpload {
+        title,
+        original_filename,
+        content_type,
+        digest,
+    })
+}
+
+/// Pumps the part through a small bounded channel into the store. actix's multipart
+/// stream is not `Send`; the channel hands its chunks to the store's `Send` stream and
+/// keeps back-pressure (at most a few chunks in flight).
+async fn store_field(
+    store: &dyn ObjectStore,
+    key: &StorageKey,
+    limit: u64,
+    mut field: Field,
+) -> Result<Digested, ApiError> {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let pump = async move {
+        while let Some(chunk) = field.next().await {
+            match chunk {
+                Ok(bytes) => {
+                    if sender.send(Ok(bytes)).await.is_err() {
+                        return None;
+                    }
+                }
+                Err(error) => {
+                    let _ = sender
+                        .send(Err(std::io::Error::other("client stream failed")))
+                        .await;
+                    return Some(error);
+                }
+            }
+        }
+        None
+    };
+    let body = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    })
+    .boxed();
+    let (client_error, stored) = futures_util::join!(pump, put_digested(store, key, body, limit));
+    if let Some(error) = client_error {
+        return Err(invalid_multipart(error));
+    }
+    stored.map_err(|error| match error {
+        StorageError::TooLarge { limit } => ApiError::PayloadTooLarge { limit },
+        other => ApiError::Internal(anyhow::Error::new(other).context("failed to store the upload")),
+    })
+}
+
+async fn read_title(field: Field) -> Result<String, ApiError> {
+    // A title is small: refuse anything that could not be one before buffering more.
+    let max_bytes = MAX_TITLE_CHARS * 4;
+    let bytes = field
+        .map_err(invalid_multipart)
+        .try_fold(Vec::new(), |mut acc, chunk| async move {
+            if acc.len() + chunk.len() > max_bytes {
+                return Err(ApiError::unprocessable("title_too_long", "the title is too long"));
+            }
+            acc.extend_from_slice(&chunk);
+            Ok(acc)
+        })
+        .await?;
+    let title = String::from_utf8(bytes)
+        .map_err(|_| ApiError::unprocessable("invalid_title", "the title is not UTF-8"))?;
+    let title = title.trim().to_owned();
+    if title.chars().count() > MAX_TITLE_CHARS {
+        return Err(ApiError::unprocessable("title_too_long", "the title is too long"));
+    }
+    Ok(title)
+}
+
+fn invalid_multipart(error: MultipartError) -> ApiError {
+    tracing::debug!(%error, "invalid multipart body");
+    ApiError::bad_request("invalid_multipart", "the body is not valid multipart/form-data")
+}
+
+/// A client's filename made safe to display: no directory part, no control or
+/// bidirectional-override characters, at most 255 bytes on a character boundary.
+pub fn display_filename(raw: &str) -> String {
+    let base = raw.rsplit(['/', '\\']).next().unwrap_or_default();
+    let cleaned: String = base
+        .chars()
+        .filter(|c| !c.is_control() && !is_bidi_control(*c))
+        .collect();
+    let cleaned = cleaned.trim();
+    let mut end = cleaned.len().min(MAX_FILENAME_BYTES);
+    while !cleaned.is_char_boundary(end) {
+        end -= 1;
+    }
+    cleaned[..end].to_owned()
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{061C}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_filenames_lose_paths_controls_and_bidi_overrides() {
+        assert_eq!(display_filename("../../etc/passwd"), "passwd");
+        assert_eq!(display_filename("C:\\Users\\me\\scan.pdf"), "scan.pdf");
+        assert_eq!(display_filename("invoice\u{202E}fdp.exe"), "invoicefdp.exe");
+        assert_eq!(display_filename("a\nb\u{0}c.txt"), "abc.txt");
+    }
+
+    #[test]
+    fn display_filenames_are_bounded_on_a_character_boundary() {
+        let long = "é".repeat(300);
+        let shown = display_filename(&long);
+        assert!(shown.len() <= MAX_FILENAME_BYTES);
+        assert!(shown.chars().all(|c| c == 'é'));
+    }
+}

@@ -1,0 +1,98 @@
+//! What clients see of documents and jobs: safe views that never carry storage keys,
+//! payloads, worker ids or broker task ids (DESIGN §8).
+
+use quire_shared::db::documents::{Document, DocumentVersion};
+use quire_shared::db::jobs::Job;
+use quire_shared::states::{DocumentStatus, JobStatus};
+use serde::Serialize;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(Debug, Serialize)]
+pub struct DocumentView {
+    pub id: Uuid,
+    pub title: String,
+    pub status: DocumentStatus,
+    pub processing_error: Option<String>,
+    /// `YYYY-MM-DD`.
+    pub issued_at: Option<String>,
+    pub current_version: Option<VersionView>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+#[derive(Debug, Serialize)]
+pub struct VersionView {
+    pub id: Uuid,
+    pub size_bytes: i64,
+    pub sha256: String,
+    pub content_type: String,
+    pub original_filename: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+impl DocumentView {
+    pub fn new(document: Document, version: Option<DocumentVersion>) -> Self {
+        Self {
+            id: document.id,
+            title: document.title,
+            status: document.status,
+            processing_error: document.processing_error,
+            issued_at: document.issued_at.map(|date| date.to_string()),
+            current_version: version.map(|version| VersionView {
+                id: version.id,
+                size_bytes: version.size_bytes,
+                sha256: version.sha256,
+                content_type: version.content_type,
+                original_filename: version.original_filename,
+                created_at: version.created_at,
+            }),
+            created_at: document.created_at,
+            updated_at: document.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct JobView {
+    pub id: Uuid,
+    #[serde(rename = "type")]
+    pub job_type: String,
+    pub status: JobStatus,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    #[serde(with = "time::serde::rfc3339")]
+    pub queued_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub started_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub finished_at: Option<OffsetDateTime>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+}
+
+impl From<Job> for JobView {
+    fn from(job: Job) -> Self {
+        Self {
+            id: job.id,
+            job_type: job.job_type,
+            status: job.status,
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            queued_at: job.queued_at,
+            started_at: job.started_at,
+            finished_at: job.finished_at,
+            error_code: job.error_code,
+            error_message: job.error_message,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct UploadView {
+    pub document: DocumentView,
+    pub job: JobView,
+}

@@ -1,0 +1,152 @@
+//! Redis as a wake-up channel (DESIGN §4, §6): key names, the wire message, and
+//! connections. Redis holds no authoritative state; every message only carries ids.
+
+use std::time::Duration;
+
+use deadpool_redis::redis::{self, AsyncConnectionConfig, aio::MultiplexedConnection};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::config::RedisSettings;
+
+/// Version of the message format; a worker drops messages of another version.
+pub const MESSAGE_VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("redis command failed: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("no redis connection available: {0}")]
+    Pool(#[from] deadpool_redis::PoolError),
+    #[error("failed to build the redis pool: {0}")]
+    Build(String),
+}
+
+/// The list a job type's messages go to: `{namespace}:q:<job_type>`. Every key shares
+/// the `{namespace}` hash tag so multi-key commands (BRPOP over several lists) work on a
+/// Redis Cluster.
+pub fn queue_key(namespace: &str, job_type: &str) -> String {
+    format!("{{{namespace}}}:q:{job_type}")
+}
+
+/// What the outbox stores for an event (immutable once written).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventMessage {
+    pub v: u32,
+    pub event_id: Uuid,
+    pub job_id: Uuid,
+    pub tenant_id: Uuid,
+    pub job_type: String,
+}
+
+impl EventMessage {
+    pub fn new(event_id: Uuid, job_id: Uuid, tenant_id: Uuid, job_type: &str) -> Self {
+        Self {
+            v: MESSAGE_VERSION,
+            event_id,
+            job_id,
+            tenant_id,
+            job_type: job_type.to_owned(),
+        }
+    }
+}
+
+/// What goes over Redis: the stored message plus this publication's task id and time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireMessage {
+    pub v: u32,
+    pub event_id: Uuid,
+    pub job_id: Uuid,
+    pub tenant_id: Uuid,
+    pub job_type: String,
+    pub task_id: Uuid,
+    #[serde(with = "time::serde::rfc3339")]
+    pub published_at: OffsetDateTime,
+}
+
+impl WireMessage {
+    pub fn publish(event: EventMessage, task_id: Uuid, published_at: OffsetDateTime) -> Self {
+        Self {
+            v: event.v,
+            event_id: event.event_id,
+            job_id: event.job_id,
+            tenant_id: event.tenant_id,
+            job_type: event.job_type,
+            task_id,
+            published_at,
+        }
+    }
+}
+
+/// A pool of multiplexed connections for short commands (pushes, lengths, pings).
+pub fn build_pool(settings: &RedisSettings) -> Result<deadpool_redis::Pool, BrokerError> {
+    let mut config = deadpool_redis::Config::from_url(settings.url.expose());
+    config.pool = Some(deadpool_redis::PoolConfig::new(settings.pool_size));
+    config
+        .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+        .map_err(|error| BrokerError::Build(error.to_string()))
+}
+
+/// A dedicated connection for blocking pops. The redis crate's default 500 ms response
+/// timeout would cut every BRPOP short, so this one waits as long as the pop asks for;
+/// callers bound the wait themselves.
+pub async fn blocking_connection(url: &str) -> Result<MultiplexedConnection, BrokerError> {
+    let client = redis::Client::open(url)?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(None);
+    Ok(client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?)
+}
+
+/// Redis must never evict a queued message to make room; warn when it might.
+pub async fn warn_unless_noeviction(pool: &deadpool_redis::Pool) {
+    let policy: Result<Vec<String>, BrokerError> = async {
+        let mut conn = pool.get().await?;
+        Ok(redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query_async(&mut conn)
+            .await?)
+    }
+    .await;
+    match policy {
+        Ok(pair) if pair.get(1).map(String::as_str) == Some("noeviction") => {}
+        Ok(pair) => tracing::warn!(
+            policy = pair.get(1).map(String::as_str).unwrap_or("unknown"),
+            "redis maxmemory-policy is not noeviction: queued messages may be evicted (the outbox recovers them, late)"
+        ),
+        Err(error) => tracing::warn!(%error, "could not read redis maxmemory-policy"),
+    }
+}
+
+/// Checks that Redis answers.
+pub async fn ping(pool: &deadpool_redis::Pool) -> Result<(), BrokerError> {
+    let mut conn = pool.get().await?;
+    let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_keys_share_one_hash_tag() {
+        assert_eq!(queue_key("quire", "analyze-document"), "{quire}:q:analyze-document");
+    }
+
+    #[test]
+    fn wire_message_serializes_rfc3339_and_keeps_ids() {
+        let event = EventMessage::new(Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7(), "analyze-document");
+        let at = time::macros::datetime!(2026-11-30 10:00:00 UTC);
+        let wire = WireMessage::publish(event.clone(), Uuid::nil(), at);
+        let json = serde_json::to_value(&wire).expect("serialize");
+        assert_eq!(json["published_at"], "2026-11-30T10:00:00Z");
+        assert_eq!(json["event_id"], event.event_id.to_string());
+        let back: WireMessage = serde_json::from_value(json).expect("deserialize");
+        assert_eq!(back, wire);
+    }
+}

@@ -1,0 +1,330 @@
+//! One typed `Settings` for every process, layered as DESIGN §9 fixes it:
+//! `config/default.toml` < `config/$QUIRE_ENV.toml` < `QUIRE__SECTION__KEY` environment
+//! variables, with the conventional `DATABASE_URL` and `REDIS_URL` on top.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::secret::Secret;
+
+/// The development signing secret shipped in `config/default.toml`; production refuses it.
+pub const DEVELOPMENT_JWT_SECRET: &str = "quire-development-secret-do-not-use-in-production";
+/// Shortest JWT secret the production profile accepts (HS256 wants at least 256 bits).
+pub const MIN_PRODUCTION_SECRET_BYTES: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("failed to load settings: {0}")]
+    Load(#[from] config::ConfigError),
+    #[error("unknown profile {0:?} in QUIRE_ENV (expected development, test or production)")]
+    UnknownProfile(String),
+    #[error("refusing to start: {0}")]
+    Unsafe(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Development,
+    Test,
+    Production,
+}
+
+impl Profile {
+    pub fn parse(value: &str) -> Result<Self, SettingsError> {
+        match value {
+            "development" => Ok(Self::Development),
+            "test" => Ok(Self::Test),
+            "production" => Ok(Self::Production),
+            other => Err(SettingsError::UnknownProfile(other.to_owned())),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Development => "development",
+            Self::Test => "test",
+            Self::Production => "production",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub database: DatabaseSettings,
+    pub redis: RedisSettings,
+    pub auth: AuthSettings,
+    pub storage: StorageSettings,
+    pub jobs: JobSettings,
+    pub dispatcher: DispatcherSettings,
+    pub worker: WorkerSettings,
+    pub telemetry: TelemetrySettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    pub host: String,
+    pub port: u16,
+    pub max_upload_bytes: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSettings {
+    pub url: Secret,
+    pub pool_size: usize,
+    pub connect_timeout_seconds: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSettings {
+    pub url: Secret,
+    pub namespace: String,
+    pub pool_size: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    pub jwt_secret: Secret,
+    pub issuer: String,
+    pub audience: String,
+    pub leeway_seconds: u64,
+    pub token_ttl_seconds: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSettings {
+    pub data_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSettings {
+    pub max_attempts: i32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispatcherSettings {
+    pub batch_size: i64,
+    pub poll_interval_ms: u64,
+    pub claim_timeout_seconds: u64,
+    pub publish_backoff_base_ms: u64,
+    pub publish_backoff_max_ms: u64,
+}
+
+impl DispatcherSettings {
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.poll_interval_ms)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSettings {
+    pub concurrency: usize,
+    pub queues: Vec<String>,
+    pub lease_seconds: u64,
+    pub pop_timeout_seconds: u64,
+    pub drain_timeout_seconds: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySettings {
+    pub format: LogFormat,
+    pub filter: String,
+}
+
+/// Where the layers come from; `Settings::load` fills it from the process environment,
+/// tests fill it by hand.
+#[derive(Debug, Clone)]
+pub struct SettingsSource {
+    pub config_dir: PathBuf,
+    pub profile: Profile,
+    pub env: HashMap<String, String>,
+}
+
+impl SettingsSource {
+    /// Reads `QUIRE_CONFIG_DIR` (default `config`) and `QUIRE_ENV` (default `development`).
+    pub fn from_process_env() -> Result<Self, SettingsError> {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let config_dir = env
+            .get("QUIRE_CONFIG_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("config"));
+        let profile = Profile::parse(env.get("QUIRE_ENV").map_or("development", String::as_str))?;
+        Ok(Self {
+            config_dir,
+            profile,
+            env,
+        })
+    }
+}
+
+impl Settings {
+    /// Settings for this process, from files and environment.
+    pub fn load() -> Result<(Self, Profile), SettingsError> {
+        let source = SettingsSource::from_process_env()?;
+        let profile = source.profile;
+        Ok((Self::from_source(&source)?, profile))
+    }
+
+    pub fn from_source(source: &SettingsSource) -> Result<Self, SettingsError> {
+        let dir: &Path = &source.config_dir;
+        let mut builder = config::Config::builder()
+            .add_source(config::File::from(dir.join("default.toml")).required(true))
+            .add_source(
+                config::File::from(dir.join(format!("{}.toml", source.profile.as_str())))
+                    .required(false),
+            )
+            .add_source(
+                config::Environment::with_prefix("QUIRE")
+                    .prefix_separator("__")
+                    .separator("__")
+                    .list_separator(",")
+                    .with_list_parse_key("worker.queues")
+                    .try_parsing(true)
+                    .source(Some(source.env.clone())),
+            );
+        for (variable, key) in [("DATABASE_URL", "database.url"), ("REDIS_URL", "redis.url")] {
+            builder = builder.set_override_option(key, source.env.get(variable).cloned())?;
+        }
+        let settings: Settings = builder.build()?.try_deserialize()?;
+        settings.validate(source.profile)?;
+        Ok(settings)
+    }
+
+    /// Checks that no value would make the service unsafe or unable to work.
+    fn validate(&self, profile: Profile) -> Result<(), SettingsError> {
+        let unsafe_setting = |why: &str| Err(SettingsError::Unsafe(why.to_owned()));
+        if profile == Profile::Production {
+            let secret = self.auth.jwt_secret.expose();
+            if secret == DEVELOPMENT_JWT_SECRET {
+                return unsafe_setting("auth.jwt_secret is the development default");
+            }
+            if secret.len() < MIN_PRODUCTION_SECRET_BYTES {
+                return unsafe_setting("auth.jwt_secret is shorter than 32 bytes");
+            }
+        }
+        if self.worker.concurrency == 0 {
+            return unsafe_setting("worker.concurrency must be at least 1");
+        }
+        if self.jobs.max_attempts < 1 {
+            return unsafe_setting("jobs.max_attempts must be at least 1");
+        }
+        if self.dispatcher.batch_size < 1 {
+            return unsafe_setting("dispatcher.batch_size must be at least 1");
+        }
+        if self.redis.namespace.is_empty() || self.redis.namespace.contains(['{', '}']) {
+            return unsafe_setting("redis.namespace must be non-empty and without braces");
+        }
+        Ok(())
+    }
+}
+
+/// The repository's `config/` folder, for tests and tools that run from a crate folder.
+pub fn workspace_config_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(profile: Profile, env: &[(&str, &str)]) -> SettingsSource {
+        SettingsSource {
+            config_dir: workspace_config_dir(),
+            profile,
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn profile_file_overrides_defaults() {
+        let settings = Settings::from_source(&source(Profile::Test, &[])).expect("settings");
+        assert_eq!(settings.dispatcher.poll_interval_ms, 200);
+        assert_eq!(settings.server.port, 8080);
+    }
+
+    #[test]
+    fn environment_overrides_files_and_conventional_urls_win() {
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[
+                ("QUIRE__WORKER__CONCURRENCY", "3"),
+                ("QUIRE__WORKER__QUEUES", "analyze-document,verify-document"),
+                ("DATABASE_URL", "postgres://x@db/quire"),
+                ("QUIRE__DATABASE__URL", "postgres://ignored@db/quire"),
+            ],
+        ))
+        .expect("settings");
+        assert_eq!(settings.worker.concurrency, 3);
+        assert_eq!(
+            settings.worker.queues,
+            vec!["analyze-document", "verify-document"]
+        );
+        assert_eq!(settings.database.url.expose(), "postgres://x@db/quire");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let error = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__WORKER__CONCURENCY", "3")],
+        ))
+        .expect_err("a misspelt key must not be ignored");
+        assert!(error.to_string().contains("concurency"), "{error}");
+    }
+
+    #[test]
+    fn production_refuses_the_development_secret_and_short_secrets() {
+        let error = Settings::from_source(&source(Profile::Production, &[]))
+            .expect_err("development secret in production");
+        assert!(error.to_string().contains("development default"), "{error}");
+
+        let error = Settings::from_source(&source(
+            Profile::Production,
+            &[("QUIRE__AUTH__JWT_SECRET", "short")],
+        ))
+        .expect_err("short secret in production");
+        assert!(error.to_string().contains("32 bytes"), "{error}");
+
+        let long = "x".repeat(MIN_PRODUCTION_SECRET_BYTES);
+        Settings::from_source(&source(
+            Profile::Production,
+            &[("QUIRE__AUTH__JWT_SECRET", long.as_str())],
+        ))
+        .expect("a long secret is accepted");
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets() {
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[("DATABASE_URL", "postgres://user:pa55word@db/quire")],
+        ))
+        .expect("settings");
+        let debug = format!("{settings:?}");
+        assert!(!debug.contains("pa55word"));
+        assert!(!debug.contains(DEVELOPMENT_JWT_SECRET));
+    }
+}

@@ -1,0 +1,140 @@
+//! Document and version rows. Every read takes the tenant id: a row of another tenant is
+//! simply not found.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use time::{Date, OffsetDateTime};
+use uuid::Uuid;
+
+use super::DbError;
+use super::schema::{document_versions, documents};
+use crate::states::DocumentStatus;
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = documents, check_for_backend(diesel::pg::Pg))]
+pub struct Document {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub title: String,
+    pub status: DocumentStatus,
+    pub processing_error: Option<String>,
+    pub current_version_id: Option<Uuid>,
+    pub issued_at: Option<Date>,
+    pub trashed_at: Option<OffsetDateTime>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
+#[diesel(table_name = document_versions, check_for_backend(diesel::pg::Pg))]
+pub struct DocumentVersion {
+    pub id: Uuid,
+    pub document_id: Uuid,
+    pub tenant_id: Uuid,
+    pub storage_key: String,
+    pub size_bytes: i64,
+    pub sha256: String,
+    pub content_type: String,
+    pub original_filename: Option<String>,
+    #[diesel(skip_insertion)]
+    pub created_at: OffsetDateTime,
+}
+
+/// What an upload records: the document and its first version.
+#[derive(Debug, Clone)]
+pub struct NewDocument {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub title: String,
+    pub version_id: Uuid,
+    pub storage_key: String,
+    pub size_bytes: i64,
+    pub sha256: String,
+    pub content_type: String,
+    pub original_filename: Option<String>,
+}
+
+/// Inserts a `PENDING` document and its first version (call inside the upload transaction).
+pub async fn insert_document(
+    conn: &mut AsyncPgConnection,
+    new: &NewDocument,
+) -> Result<Document, DbError> {
+    let document = diesel::insert_into(documents::table)
+        .values((
+            documents::id.eq(new.id),
+            documents::tenant_id.eq(new.tenant_id),
+            documents::title.eq(&new.title),
+            documents::status.eq(DocumentStatus::Pending),
+            documents::current_version_id.eq(new.version_id),
+        ))
+        .returning(Document::as_returning())
+        .get_result(conn)
+        .await?;
+    diesel::insert_into(document_versions::table)
+        .values((
+            document_versions::id.eq(new.version_id),
+            document_versions::document_id.eq(new.id),
+            document_versions::tenant_id.eq(new.tenant_id),
+            document_versions::storage_key.eq(&new.storage_key),
+            document_versions::size_bytes.eq(new.size_bytes),
+            document_versions::sha256.eq(&new.sha256),
+            document_versions::content_type.eq(&new.content_type),
+            document_versions::original_filename.eq(&new.original_filename),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(document)
+}
+
+/// A live (not trashed) document of this tenant.
+pub async fn find_document(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Document>, DbError> {
+    Ok(documents::table
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .filter(documents::trashed_at.is_null())
+        .select(Document::as_select())
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+/// One version of one of this tenant's documents.
+pub async fn find_version(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+    version_id: Uuid,
+) -> Result<Option<DocumentVersion>, DbError> {
+    Ok(document_versions::table
+        .filter(document_versions::id.eq(version_id))
+        .filter(document_versions::document_id.eq(document_id))
+        .filter(document_versions::tenant_id.eq(tenant_id))
+        .select(DocumentVersion::as_select())
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+/// Marks the document `FAILED` with a safe message (call in the job's finishing transaction).
+pub async fn mark_document_failed(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+    safe_message: &str,
+) -> Result<bool, DbError> {
+    let updated = diesel::update(documents::table)
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .set((
+            documents::status.eq(DocumentStatus::Failed),
+            documents::processing_error.eq(safe_message),
+            documents::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(updated == 1)
+}

@@ -1,0 +1,262 @@
+//! Every SQL statement that moves a processing job. Each transition is ONE guarded
+//! statement (`… WHERE id = $id AND status = $from …`); zero rows is an answer — someone
+//! else moved the job first — not an error. A worker's write-back is fenced by status,
+//! worker and attempt, so a stale worker can never overwrite a newer claim.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Int4, Int8, Jsonb, Nullable, Text, Uuid as SqlUuid};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use serde::Serialize;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::DbError;
+use super::schema::processing_jobs;
+use crate::broker::EventMessage;
+use crate::catalogue::JobType;
+use crate::states::JobStatus;
+
+/// Longest `error_message` kept on a job (the column's CHECK constraint).
+pub const MAX_ERROR_MESSAGE_CHARS: usize = 500;
+
+#[derive(Debug, Clone, Queryable, Selectable, QueryableByName)]
+#[diesel(table_name = processing_jobs, check_for_backend(diesel::pg::Pg))]
+pub struct Job {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub document_id: Option<Uuid>,
+    pub job_type: String,
+    pub payload: serde_json::Value,
+    pub status: JobStatus,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub current_event_id: Option<Uuid>,
+    pub worker_id: Option<String>,
+    pub last_task_id: Option<Uuid>,
+    pub lease_expires_at: Option<OffsetDateTime>,
+    pub heartbeat_at: Option<OffsetDateTime>,
+    pub queued_at: OffsetDateTime,
+    pub started_at: Option<OffsetDateTime>,
+    pub finished_at: Option<OffsetDateTime>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+impl Job {
+    /// The fence a worker holds after claiming this job.
+    pub fn fence(&self) -> Option<Fence> {
+        Some(Fence {
+            job_id: self.id,
+            worker_id: self.worker_id.clone()?,
+            attempt: self.attempts,
+        })
+    }
+}
+
+/// What a claim gives a worker: every later write of that worker must match it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub job_id: Uuid,
+    pub worker_id: String,
+    pub attempt: i32,
+}
+
+/// A job to enqueue in the caller's transaction.
+#[derive(Debug, Clone)]
+pub struct NewJob<P: Serialize> {
+    pub tenant_id: Uuid,
+    pub document_id: Option<Uuid>,
+    pub job_type: JobType,
+    pub payload: P,
+    pub max_attempts: i32,
+}
+
+/// Ids of an enqueued job and of the outbox event that will announce it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enqueued {
+    pub job_id: Uuid,
+    pub event_id: Uuid,
+}
+
+/// Writes a `QUEUED` job, its `PENDING` outbox event due now, and a NOTIFY delivered at
+/// commit — in one statement, inside the caller's transaction. Never touches Redis.
+pub async fn enqueue<P: Serialize>(
+    conn: &mut AsyncPgConnection,
+    job: &NewJob<P>,
+) -> Result<Enqueued, DbError> {
+    let job_id = Uuid::now_v7();
+    let event_id = Uuid::now_v7();
+    let payload = serde_json::to_value(&job.payload)
+        .map_err(|error| DbError::Build(format!("payload does not serialize: {error}")))?;
+    let message = EventMessage::new(event_id, job_id, job.tenant_id, job.job_type.as_str());
+    let message = serde_json::to_value(&message)
+        .map_err(|error| DbError::Build(format!("message does not serialize: {error}")))?;
+    diesel::sql_query(
+        "WITH job AS ( \
+             INSERT INTO processing_jobs \
+                 (id, tenant_id, document_id, job_type, payload, status, max_attempts, current_event_id) \
+             VALUES ($1, $2, $3, $4, $5, 'QUEUED', $6, $7) \
+             RETURNING id), \
+         event AS ( \
+             INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
+             SELECT $7, job.id, $2, $4, $8, 'PENDING', now() FROM job \
+             RETURNING id) \
+         SELECT pg_notify('quire_outbox', '') FROM event",
+    )
+    .bind::<SqlUuid, _>(job_id)
+    .bind::<SqlUuid, _>(job.tenant_id)
+    .bind::<Nullable<SqlUuid>, _>(job.document_id)
+    .bind::<Text, _>(job.job_type.as_str())
+    .bind::<Jsonb, _>(payload)
+    .bind::<Int4, _>(job.max_attempts)
+    .bind::<SqlUuid, _>(event_id)
+    .bind::<Jsonb, _>(message)
+    .execute(conn)
+    .await?;
+    Ok(Enqueued { job_id, event_id })
+}
+
+/// `QUEUED → RUNNING` for the holder of the job's CURRENT event only: a duplicate or an
+/// older event's message claims nothing. Attempts are counted here, so a crash counts.
+pub async fn claim_job(
+    conn: &mut AsyncPgConnection,
+    job_id: Uuid,
+    event_id: Uuid,
+    worker_id: &str,
+    task_id: Uuid,
+    lease: Duration,
+) -> Result<Option<Job>, DbError> {
+    Ok(diesel::sql_query(
+        "UPDATE processing_jobs \
+         SET status = 'RUNNING', attempts = attempts + 1, worker_id = $3, last_task_id = $4, \
+             started_at = now(), heartbeat_at = now(), \
+             lease_expires_at = now() + $5 * interval '1 millisecond', \
+             error_code = NULL, error_message = NULL, updated_at = now() \
+         WHERE id = $1 AND status = 'QUEUED' AND current_event_id = $2 \
+         RETURNING *",
+    )
+    .bind::<SqlUuid, _>(job_id)
+    .bind::<SqlUuid, _>(event_id)
+    .bind::<Text, _>(worker_id)
+    .bind::<SqlUuid, _>(task_id)
+    .bind::<Int8, _>(duration_millis(lease))
+    .get_result::<Job>(conn)
+    .await
+    .optional()?)
+}
+
+/// Fenced `RUNNING → SUCCEEDED`. False when the fence no longer holds.
+pub async fn mark_succeeded(conn: &mut AsyncPgConnection, fence: &Fence) -> Result<bool, DbError> {
+    let updated = diesel::sql_query(
+        "UPDATE processing_jobs \
+         SET status = 'SUCCEEDED', finished_at = now(), lease_expires_at = NULL, updated_at = now() \
+         WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3",
+    )
+    .bind::<SqlUuid, _>(fence.job_id)
+    .bind::<Text, _>(&fence.worker_id)
+    .bind::<Int4, _>(fence.attempt)
+    .execute(conn)
+    .await?;
+    Ok(updated == 1)
+}
+
+/// Fenced `RUNNING → FAILED` with a stable code and a safe, bounded message.
+pub async fn mark_failed(
+    conn: &mut AsyncPgConnection,
+    fence: &Fence,
+    error_code: &str,
+    safe_message: &str,
+) -> Result<bool, DbError> {
+    let updated = diesel::sql_query(
+        "UPDATE processing_jobs \
+         SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
+             error_code = $4, error_message = $5, updated_at = now() \
+         WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3",
+    )
+    .bind::<SqlUuid, _>(fence.job_id)
+    .bind::<Text, _>(&fence.worker_id)
+    .bind::<Int4, _>(fence.attempt)
+    .bind::<Text, _>(error_code)
+    .bind::<Text, _>(bounded(safe_message))
+    .execute(conn)
+    .await?;
+    Ok(updated == 1)
+}
+
+/// The jobs of one of this tenant's documents, oldest first.
+pub async fn list_document_jobs(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+) -> Result<Vec<Job>, DbError> {
+    Ok(processing_jobs::table
+        .filter(processing_jobs::tenant_id.eq(tenant_id))
+        .filter(processing_jobs::document_id.eq(document_id))
+        .order((processing_jobs::queued_at.asc(), processing_jobs::id.asc()))
+        .select(Job::as_select())
+        .load(conn)
+        .await?)
+}
+
+/// One job, only if it belongs to this tenant's document.
+pub async fn find_document_job(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+    job_id: Uuid,
+) -> Result<Option<Job>, DbError> {
+    Ok(processing_jobs::table
+        .filter(processing_jobs::id.eq(job_id))
+        .filter(processing_jobs::tenant_id.eq(tenant_id))
+        .filter(processing_jobs::document_id.eq(document_id))
+        .select(Job::as_select())
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+/// Any job by id, for operators and tests (no tenant scope: never call from the API).
+pub async fn find_job(conn: &mut AsyncPgConnection, job_id: Uuid) -> Result<Option<Job>, DbError> {
+    Ok(processing_jobs::table
+        .find(job_id)
+        .select(Job::as_select())
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+/// Jobs by id, for batch inspection.
+pub async fn find_jobs(conn: &mut AsyncPgConnection, job_ids: &[Uuid]) -> Result<Vec<Job>, DbError> {
+    Ok(diesel::sql_query("SELECT * FROM processing_jobs WHERE id = ANY($1)")
+        .bind::<Array<SqlUuid>, _>(job_ids)
+        .load::<Job>(conn)
+        .await?)
+}
+
+/// Cuts a message to the column's bound on a character boundary.
+pub fn bounded(message: &str) -> &str {
+    match message.char_indices().nth(MAX_ERROR_MESSAGE_CHARS) {
+        Some((end, _)) => &message[..end],
+        None => message,
+    }
+}
+
+pub(crate) fn duration_millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_messages_keep_whole_characters() {
+        let long = "é".repeat(MAX_ERROR_MESSAGE_CHARS + 10);
+        assert_eq!(bounded(&long).chars().count(), MAX_ERROR_MESSAGE_CHARS);
+        assert_eq!(bounded("short"), "short");
+    }
+}

@@ -1,0 +1,168 @@
+//! Every SQL statement that moves an outbox event (DESIGN §4 step 2, §5). Several
+//! dispatchers may run at once: claims use `FOR UPDATE SKIP LOCKED` and every later write
+//! re-checks the claim it made.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Int8, Text, Uuid as SqlUuid};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::DbError;
+use super::jobs::{bounded, duration_millis};
+use super::schema::outbox_events;
+use crate::states::EventStatus;
+
+/// An event a dispatcher claimed for publication.
+#[derive(Debug, Clone, QueryableByName)]
+#[diesel(table_name = outbox_events, check_for_backend(diesel::pg::Pg))]
+pub struct ClaimedEvent {
+    pub id: Uuid,
+    pub job_id: Uuid,
+    pub queue: String,
+    pub message: serde_json::Value,
+    pub publish_attempts: i32,
+}
+
+/// A publication that Redis acknowledged.
+#[derive(Debug, Clone, Copy)]
+pub struct Published {
+    pub event_id: Uuid,
+    pub task_id: Uuid,
+}
+
+/// A publication that failed, with the delay before the event is due again.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    pub event_id: Uuid,
+    pub delay: Duration,
+}
+
+/// `PENDING → PUBLISHING` for up to `limit` due events, oldest due first, skipping rows
+/// another dispatcher holds.
+pub async fn claim_due_events(
+    conn: &mut AsyncPgConnection,
+    dispatcher_id: &str,
+    limit: i64,
+) -> Result<Vec<ClaimedEvent>, DbError> {
+    Ok(diesel::sql_query(
+        "UPDATE outbox_events \
+         SET status = 'PUBLISHING', claimed_at = now(), claimed_by = $1 \
+         WHERE id IN ( \
+             SELECT id FROM outbox_events \
+             WHERE status = 'PENDING' AND next_attempt_at <= now() \
+             ORDER BY next_attempt_at \
+             LIMIT $2 \
+             FOR UPDATE SKIP LOCKED) \
+         AND status = 'PENDING' \
+         RETURNING id, job_id, queue, message, publish_attempts",
+    )
+    .bind::<Text, _>(dispatcher_id)
+    .bind::<Int8, _>(limit)
+    .load::<ClaimedEvent>(conn)
+    .await?)
+}
+
+/// `PUBLISHING → PUBLISHED` after Redis answered, for the events this dispatcher still
+/// holds. Returns how many it marked.
+pub async fn mark_published(
+    conn: &mut AsyncPgConnection,
+    dispatcher_id: &str,
+    published: &[Published],
+) -> Result<usize, DbError> {
+    let ids: Vec<Uuid> = published.iter().map(|p| p.event_id).collect();
+    let task_ids: Vec<Uuid> = published.iter().map(|p| p.task_id).collect();
+    Ok(diesel::sql_query(
+        "UPDATE outbox_events AS e \
+         SET status = 'PUBLISHED', published_at = now(), broker_task_id = p.task_id, \
+             last_error = NULL \
+         FROM unnest($1::uuid[], $2::uuid[]) AS p(id, task_id) \
+         WHERE e.id = p.id AND e.status = 'PUBLISHING' AND e.claimed_by = $3",
+    )
+    .bind::<Array<SqlUuid>, _>(ids)
+    .bind::<Array<SqlUuid>, _>(task_ids)
+    .bind::<Text, _>(dispatcher_id)
+    .execute(conn)
+    .await?)
+}
+
+/// `PUBLISHING → PENDING` after a failed push: one more publish attempt, due again after
+/// each event's own backoff, with a safe error. Events are never dropped.
+pub async fn release_for_retry(
+    conn: &mut AsyncPgConnection,
+    dispatcher_id: &str,
+    retries: &[Retry],
+    safe_error: &str,
+) -> Result<usize, DbError> {
+    let ids: Vec<Uuid> = retries.iter().map(|r| r.event_id).collect();
+    let delays: Vec<i64> = retries.iter().map(|r| duration_millis(r.delay)).collect();
+    Ok(diesel::sql_query(
+        "UPDATE outbox_events AS e \
+         SET status = 'PENDING', publish_attempts = e.publish_attempts + 1, \
+             next_attempt_at = now() + r.delay_ms * interval '1 millisecond', \
+             claimed_at = NULL, claimed_by = NULL, last_error = $4 \
+         FROM unnest($1::uuid[], $2::int8[]) AS r(id, delay_ms) \
+         WHERE e.id = r.id AND e.status = 'PUBLISHING' AND e.claimed_by = $3",
+    )
+    .bind::<Array<SqlUuid>, _>(ids)
+    .bind::<Array<Int8>, _>(delays)
+    .bind::<Text, _>(dispatcher_id)
+    .bind::<Text, _>(bounded(safe_error))
+    .execute(conn)
+    .await?)
+}
+
+/// `PUBLISHING → PENDING` for claims older than `claim_timeout`: their dispatcher died or
+/// hung mid-batch. Publishing such an event twice is harmless (the claim dedupes).
+pub async fn recover_expired_claims(
+    conn: &mut AsyncPgConnection,
+    claim_timeout: Duration,
+) -> Result<usize, DbError> {
+    Ok(diesel::sql_query(
+        "UPDATE outbox_events \
+         SET status = 'PENDING', claimed_at = NULL, claimed_by = NULL \
+         WHERE status = 'PUBLISHING' AND claimed_at < now() - $1 * interval '1 millisecond'",
+    )
+    .bind::<Int8, _>(duration_millis(claim_timeout))
+    .execute(conn)
+    .await?)
+}
+
+/// The status of one event (tests and operators).
+pub async fn event_status(
+    conn: &mut AsyncPgConnection,
+    event_id: Uuid,
+) -> Result<Option<EventStatus>, DbError> {
+    Ok(outbox_events::table
+        .find(event_id)
+        .select(outbox_events::status)
+        .first::<EventStatus>(conn)
+        .await
+        .optional()?)
+}
+
+/// One event row as operators see it.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = outbox_events, check_for_backend(diesel::pg::Pg))]
+pub struct OutboxEvent {
+    pub id: Uuid,
+    pub job_id: Uuid,
+    pub status: EventStatus,
+    pub publish_attempts: i32,
+    pub broker_task_id: Option<Uuid>,
+    pub last_error: Option<String>,
+}
+
+/// The events of one job, oldest first.
+pub async fn job_events(
+    conn: &mut AsyncPgConnection,
+    job_id: Uuid,
+) -> Result<Vec<OutboxEvent>, DbError> {
+    Ok(outbox_events::table
+        .filter(outbox_events::job_id.eq(job_id))
+        .order(outbox_events::created_at.asc())
+        .select(OutboxEvent::as_select())
+        .load(conn)
+        .await?)
+}

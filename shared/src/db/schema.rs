@@ -1,0 +1,97 @@
+//! Diesel's view of the schema in `migrations/`. Written by hand (no diesel CLI needed);
+//! `tests/schema_matches_migrations` in the test suite keeps it honest.
+
+diesel::table! {
+    tenants (id) {
+        id -> Uuid,
+        name -> Text,
+        status -> Text,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    documents (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        title -> Text,
+        status -> Text,
+        processing_error -> Nullable<Text>,
+        current_version_id -> Nullable<Uuid>,
+        issued_at -> Nullable<Date>,
+        trashed_at -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    document_versions (id) {
+        id -> Uuid,
+        document_id -> Uuid,
+        tenant_id -> Uuid,
+        storage_key -> Text,
+        size_bytes -> Int8,
+        sha256 -> Text,
+        content_type -> Text,
+        original_filename -> Nullable<Text>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    processing_jobs (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        document_id -> Nullable<Uuid>,
+        job_type -> Text,
+        payload -> Jsonb,
+        status -> Text,
+        attempts -> Int4,
+        max_attempts -> Int4,
+        current_event_id -> Nullable<Uuid>,
+        worker_id -> Nullable<Text>,
+        last_task_id -> Nullable<Uuid>,
+        lease_expires_at -> Nullable<Timestamptz>,
+        heartbeat_at -> Nullable<Timestamptz>,
+        queued_at -> Timestamptz,
+        started_at -> Nullable<Timestamptz>,
+        finished_at -> Nullable<Timestamptz>,
+        error_code -> Nullable<Text>,
+        error_message -> Nullable<Text>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    outbox_events (id) {
+        id -> Uuid,
+        job_id -> Uuid,
+        tenant_id -> Uuid,
+        queue -> Text,
+        message -> Jsonb,
+        status -> Text,
+        publish_attempts -> Int4,
+        next_attempt_at -> Timestamptz,
+        claimed_at -> Nullable<Timestamptz>,
+        claimed_by -> Nullable<Text>,
+        broker_task_id -> Nullable<Uuid>,
+        last_error -> Nullable<Text>,
+        published_at -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(documents -> tenants (tenant_id));
+diesel::joinable!(document_versions -> documents (document_id));
+diesel::joinable!(outbox_events -> processing_jobs (job_id));
+
+diesel::allow_tables_to_appear_in_same_query!(
+    tenants,
+    documents,
+    document_versions,
+    processing_jobs,
+    outbox_events,
+);

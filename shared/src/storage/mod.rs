@@ -1,0 +1,115 @@
+//! Object storage behind a small trait; a local-filesystem store is the default. Keys are
+//! generated from ids (`StorageKey`), never derived from anything a client sent.
+
+mod keys;
+mod local;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::stream::{BoxStream, StreamExt};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncRead;
+
+pub use keys::StorageKey;
+pub use local::LocalStore;
+
+pub type ByteStream<'a> = BoxStream<'a, Result<Bytes, std::io::Error>>;
+pub type ObjectReader = Box<dyn AsyncRead + Send + Unpin>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("object not found")]
+    NotFound,
+    #[error("object is larger than {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("storage i/o failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Where document bytes live.
+#[async_trait]
+pub trait ObjectStore: Send + Sync + std::fmt::Debug {
+    /// Streams `body` into `key`; the object appears whole or not at all.
+    async fn put(&self, key: &StorageKey, body: ByteStream<'_>) -> Result<(), StorageError>;
+    /// Opens `key` for streaming reads.
+    async fn open(&self, key: &StorageKey) -> Result<ObjectReader, StorageError>;
+    /// Removes `key`; a missing object is not an error.
+    async fn delete(&self, key: &StorageKey) -> Result<(), StorageError>;
+}
+
+/// Size and SHA-256 of stored bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digested {
+    pub size_bytes: u64,
+    pub sha256: String,
+}
+
+#[derive(Default)]
+struct Tally {
+    hasher: Sha256,
+    size: u64,
+    over_limit: bool,
+}
+
+/// Streams `body` into the store while counting and hashing it, refusing more than
+/// `limit` bytes. The body is never held whole in memory.
+pub async fn put_digested(
+    store: &dyn ObjectStore,
+    key: &StorageKey,
+    body: ByteStream<'_>,
+    limit: u64,
+) -> Result<Digested, StorageError> {
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let counted = {
+        let tally = Arc::clone(&tally);
+        body.map(move |chunk| {
+            let chunk = chunk?;
+            let mut tally = tally.lock().map_err(|_| std::io::Error::other("tally poisoned"))?;
+            tally.size += chunk.len() as u64;
+            if tally.size > limit {
+                tally.over_limit = true;
+                return Err(std::io::Error::other("body exceeds the size limit"));
+            }
+            tally.hasher.update(&chunk);
+            Ok(chunk)
+        })
+        .boxed()
+    };
+    let stored = store.put(key, counted).await;
+    let tally = std::mem::take(
+        &mut *tally
+            .lock()
+            .map_err(|_| std::io::Error::other("tally poisoned"))?,
+    );
+    if tally.over_limit {
+        return Err(StorageError::TooLarge { limit });
+    }
+    stored?;
+    Ok(Digested {
+        size_bytes: tally.size,
+        sha256: hex::encode(tally.hasher.finalize()),
+    })
+}
+
+/// Reads an object to its end, counting and hashing it in 64 KiB steps.
+pub async fn digest_object(store: &dyn ObjectStore, key: &StorageKey) -> Result<Digested, StorageError> {
+    use tokio::io::AsyncReadExt;
+    let mut reader = store.open(key).await?;
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = reader.read(&mut buffer).await?;
+        if read == 0 {
+            break;
+        }
+        size += read as u64;
+        hasher.update(&buffer[..read]);
+    }
+    Ok(Digested {
+        size_bytes: size,
+        sha256: hex::encode(hasher.finalize()),
+    })
+}
