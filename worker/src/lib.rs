@@ -1,1 +1,52 @@
+//! Quire's worker: pops messages from Redis only when it has a free slot, claims the job
+//! in PostgreSQL, runs it and writes the outcome back fenced by status, worker and
+//! attempt (DESIGN §4 steps 3–6).
 
+mod context;
+mod executor;
+mod fetcher;
+mod handlers;
+mod outcome;
+
+use std::sync::Arc;
+
+use anyhow::bail;
+use quire_shared::broker;
+use quire_shared::config::Settings;
+use tokio_util::sync::CancellationToken;
+
+pub use context::WorkerContext;
+pub use outcome::JobError;
+
+/// Runs a worker until `shutdown` is cancelled, then drains in-flight jobs.
+pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let context = Arc::new(WorkerContext::new(&settings)?);
+    let served = served_job_types(&settings, &context)?;
+    let keys: Vec<String> = served
+        .iter()
+        .map(|job_type| broker::queue_key(&settings.redis.namespace, job_type))
+        .collect();
+    tracing::info!(
+        worker_id = %context.worker_id,
+        concurrency = settings.worker.concurrency,
+        queues = ?served,
+        "worker started"
+    );
+    fetcher::run(context, &settings, keys, shutdown).await;
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+/// The job types this worker pops: the configured ones, which must all have a handler,
+/// or every type it has a handler for.
+fn served_job_types(settings: &Settings, context: &WorkerContext) -> anyhow::Result<Vec<String>> {
+    if settings.worker.queues.is_empty() {
+        return Ok(context.handlers.job_types().map(str::to_owned).collect());
+    }
+    for queue in &settings.worker.queues {
+        if context.handlers.get(queue).is_none() {
+            bail!("worker.queues names {queue:?}, which this worker has no handler for");
+        }
+    }
+    Ok(settings.worker.queues.clone())
+}

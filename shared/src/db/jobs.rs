@@ -187,6 +187,52 @@ pub async fn mark_failed(
     Ok(updated == 1)
 }
 
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = Int8)]
+    count: i64,
+}
+
+/// Fenced `RUNNING → QUEUED` after a transient failure, with a NEW outbox event due after
+/// `delay`: the outbox is the scheduler, and a stale copy of the old event's message can
+/// no longer claim the job (the claim matches `current_event_id`).
+pub async fn requeue_for_retry(
+    conn: &mut AsyncPgConnection,
+    fence: &Fence,
+    delay: Duration,
+    error_code: &str,
+    safe_message: &str,
+) -> Result<bool, DbError> {
+    let event_id = Uuid::now_v7();
+    let requeued = diesel::sql_query(
+        "WITH job AS ( \
+             UPDATE processing_jobs \
+             SET status = 'QUEUED', current_event_id = $4, worker_id = NULL, \
+                 lease_expires_at = NULL, heartbeat_at = NULL, \
+                 error_code = $6, error_message = $7, updated_at = now() \
+             WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
+             RETURNING id, tenant_id, job_type), \
+         event AS ( \
+             INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
+             SELECT $4, job.id, job.tenant_id, job.job_type, \
+                    jsonb_build_object('v', 1, 'event_id', $4, 'job_id', job.id, \
+                                       'tenant_id', job.tenant_id, 'job_type', job.job_type), \
+                    'PENDING', now() + $5 * interval '1 millisecond' \
+             FROM job RETURNING id) \
+         SELECT count(*) AS count FROM event",
+    )
+    .bind::<SqlUuid, _>(fence.job_id)
+    .bind::<Text, _>(&fence.worker_id)
+    .bind::<Int4, _>(fence.attempt)
+    .bind::<SqlUuid, _>(event_id)
+    .bind::<Int8, _>(duration_millis(delay))
+    .bind::<Text, _>(error_code)
+    .bind::<Text, _>(bounded(safe_message))
+    .get_result::<Count>(conn)
+    .await?;
+    Ok(requeued.count == 1)
+}
+
 /// The jobs of one of this tenant's documents, oldest first.
 pub async fn list_document_jobs(
     conn: &mut AsyncPgConnection,

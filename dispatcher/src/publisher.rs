@@ -1,0 +1,214 @@
+//! The publish loop: claim due events, push them to Redis in one pipeline, mark them
+//! `PUBLISHED` only after Redis answered; on failure return them to `PENDING` with a
+//! bounded backoff and back off the loop itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use backon::{BackoffBuilder, ExponentialBuilder};
+use deadpool_redis::redis;
+use quire_shared::broker::{self, EventMessage, WireMessage};
+use quire_shared::config::Settings;
+use quire_shared::db::outbox::{self, ClaimedEvent, Published, Retry};
+use quire_shared::db::{self, PgPool};
+use quire_shared::retry::Backoff;
+use time::OffsetDateTime;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Safe text stored on an event whose push failed (no addresses, no Redis error text).
+const BROKER_UNAVAILABLE: &str = "the broker did not accept the message";
+const MALFORMED_MESSAGE: &str = "the stored message could not be read";
+
+pub struct Publisher {
+    id: String,
+    pool: PgPool,
+    redis: deadpool_redis::Pool,
+    namespace: String,
+    batch_size: i64,
+    poll_interval: Duration,
+    claim_timeout: Duration,
+    event_backoff: Backoff,
+}
+
+/// What one round of the loop did.
+enum Round {
+    /// Published this many; a full batch means more may be due.
+    Published(usize),
+    /// Nothing was due.
+    Idle,
+}
+
+impl Publisher {
+    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
+        let dispatcher = &settings.dispatcher;
+        Ok(Self {
+            id: format!("dispatcher-{}", Uuid::new_v4().simple()),
+            pool: db::build_pool(&settings.database)?,
+            redis: broker::build_pool(&settings.redis)?,
+            namespace: settings.redis.namespace.clone(),
+            batch_size: dispatcher.batch_size,
+            poll_interval: dispatcher.poll_interval(),
+            claim_timeout: Duration::from_secs(dispatcher.claim_timeout_seconds),
+            event_backoff: Backoff::new(
+                Duration::from_millis(dispatcher.publish_backoff_base_ms),
+                Duration::from_millis(dispatcher.publish_backoff_max_ms),
+            ),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn redis(&self) -> &deadpool_redis::Pool {
+        &self.redis
+    }
+
+    /// Publishes until `shutdown`; woken by `wake` (NOTIFY) or the poll interval.
+    pub async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
+        let mut failures: Option<Box<dyn Iterator<Item = Duration> + Send>> = None;
+        let mut last_recovery: Option<tokio::time::Instant> = None;
+        while !shutdown.is_cancelled() {
+            if last_recovery.is_none_or(|at| at.elapsed() >= self.claim_timeout / 2) {
+                self.recover_expired_claims().await;
+                last_recovery = Some(tokio::time::Instant::now());
+            }
+            let pause = match self.round().await {
+                Ok(Round::Published(count)) if count as i64 >= self.batch_size => {
+                    failures = None;
+                    continue;
+                }
+                Ok(_) => {
+                    if failures.take().is_some() {
+                        tracing::info!("publishing works again");
+                    }
+                    None
+                }
+                Err(error) => {
+                    let delays = failures.get_or_insert_with(|| Box::new(loop_backoff()));
+                    let delay = delays.next().unwrap_or(Duration::from_secs(10));
+                    tracing::warn!(error = format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "publish round failed");
+                    Some(delay)
+                }
+            };
+            let wait = pause.unwrap_or(self.poll_interval);
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = wake.notified(), if pause.is_none() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Claims one batch of due events and publishes it.
+    async fn round(&self) -> anyhow::Result<Round> {
+        let mut conn = self.pool.get().await.context("no database connection")?;
+        let events = outbox::claim_due_events(&mut conn, &self.id, self.batch_size)
+            .await
+            .context("failed to claim due events")?;
+        if events.is_empty() {
+            return Ok(Round::Idle);
+        }
+        let (pipeline, published, malformed) = self.build_pipeline(&events);
+        if !malformed.is_empty() {
+            outbox::release_for_retry(&mut conn, &self.id, &malformed, MALFORMED_MESSAGE)
+                .await
+                .context("failed to set malformed events aside")?;
+        }
+        if published.is_empty() {
+            return Ok(Round::Published(0));
+        }
+        let pushed: anyhow::Result<()> = async {
+            let mut redis = self.redis.get().await.context("no redis connection")?;
+            pipeline
+                .query_async::<()>(&mut redis)
+                .await
+                .context("redis refused the pipeline")
+        }
+        .await;
+        match pushed {
+            Ok(()) => {
+                let marked = outbox::mark_published(&mut conn, &self.id, &published)
+                    .await
+                    .context("failed to mark events published")?;
+                tracing::debug!(count = marked, "events published");
+                Ok(Round::Published(published.len()))
+            }
+            Err(error) => {
+                let retries: Vec<Retry> = events
+                    .iter()
+                    .map(|event| Retry {
+                        event_id: event.id,
+                        delay: self.event_backoff.delay(event.publish_attempts.max(0) as u32 + 1),
+                    })
+                    .collect();
+                outbox::release_for_retry(&mut conn, &self.id, &retries, BROKER_UNAVAILABLE)
+                    .await
+                    .context("failed to return unpublished events")?;
+                Err(error)
+            }
+        }
+    }
+
+    /// One LPUSH per event, in due order, in one pipeline.
+    fn build_pipeline(&self, events: &[ClaimedEvent]) -> (redis::Pipeline, Vec<Published>, Vec<Retry>) {
+        let now = OffsetDateTime::now_utc();
+        let mut pipeline = redis::pipe();
+        let mut published = Vec::with_capacity(events.len());
+        let mut malformed = Vec::new();
+        for event in events {
+            let message = serde_json::from_value::<EventMessage>(event.message.clone())
+                .ok()
+                .and_then(|message| {
+                    let task_id = Uuid::now_v7();
+                    let wire = WireMessage::publish(message, task_id, now);
+                    serde_json::to_string(&wire).ok().map(|text| (task_id, text))
+                });
+            match message {
+                Some((task_id, text)) => {
+                    pipeline
+                        .lpush(broker::queue_key(&self.namespace, &event.queue), text)
+                        .ignore();
+                    published.push(Published {
+                        event_id: event.id,
+                        task_id,
+                    });
+                }
+                None => {
+                    tracing::error!(event_id = %event.id, job_id = %event.job_id, "outbox event has a malformed message");
+                    malformed.push(Retry {
+                        event_id: event.id,
+                        delay: self.event_backoff.max,
+                    });
+                }
+            }
+        }
+        (pipeline, published, malformed)
+    }
+
+    async fn recover_expired_claims(&self) {
+        let recovered = async {
+            let mut conn = self.pool.get().await?;
+            outbox::recover_expired_claims(&mut conn, self.claim_timeout).await
+        }
+        .await;
+        match recovered {
+            Ok(0) => {}
+            Ok(count) => tracing::warn!(count, "returned abandoned publication claims to pending"),
+            Err(error) => tracing::debug!(%error, "could not recover publication claims this round"),
+        }
+    }
+}
+
+/// How long the loop itself waits after consecutive failed rounds.
+fn loop_backoff() -> impl Iterator<Item = Duration> + Send {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}

@@ -1,0 +1,75 @@
+//! LISTEN for the API's commit-time NOTIFY, so a new event is published at once instead
+//! of at the next poll. Notifications only wake the publisher: a lost one costs at most a
+//! poll interval, never an event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use futures_util::StreamExt;
+use quire_shared::db::OUTBOX_CHANNEL;
+use tokio::sync::Notify;
+use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_util::sync::CancellationToken;
+
+fn reconnect_delays() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(10))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+/// Keeps a LISTEN connection open until shutdown, reconnecting with backoff.
+pub async fn listen(database_url: String, wake: Arc<Notify>, shutdown: CancellationToken) {
+    let mut delays = reconnect_delays();
+    loop {
+        match listen_once(&database_url, &wake, &shutdown).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::warn!(%error, "outbox listener lost its connection, polling meanwhile");
+            }
+        }
+        let delay = delays.next().unwrap_or(Duration::from_secs(10));
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+async fn listen_once(
+    database_url: &str,
+    wake: &Arc<Notify>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let (client, mut connection) = tokio_postgres::connect(database_url, NoTls).await?;
+    let forward = Arc::clone(wake);
+    let mut driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                // notify_one keeps one permit: a burst of commits wakes the publisher once.
+                Ok(AsyncMessage::Notification(_)) => forward.notify_one(),
+                Ok(_) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    });
+    client.batch_execute(&format!("LISTEN {OUTBOX_CHANNEL}")).await?;
+    tracing::debug!("listening for outbox notifications");
+    // Whatever was committed while we were not listening.
+    wake.notify_one();
+    tokio::select! {
+        _ = shutdown.cancelled() => {
+            driver.abort();
+            Ok(())
+        }
+        ended = &mut driver => match ended {
+            Ok(Err(error)) => Err(error.into()),
+            _ => Err(anyhow::anyhow!("listener connection closed")),
+        },
+    }
+}

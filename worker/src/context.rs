@@ -1,0 +1,35 @@
+//! What every job run shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use quire_shared::config::Settings;
+use quire_shared::db::{self, PgPool};
+use quire_shared::retry::Backoff;
+use quire_shared::storage::{LocalStore, ObjectStore};
+use uuid::Uuid;
+
+use crate::handlers::Registry;
+
+pub struct WorkerContext {
+    /// Random per process start: a restarted worker never mistakes an old claim for its own.
+    pub worker_id: String,
+    pub pool: PgPool,
+    pub store: Arc<dyn ObjectStore>,
+    pub handlers: Registry,
+    pub lease: Duration,
+    pub retry_backoff: Backoff,
+}
+
+impl WorkerContext {
+    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
+        Ok(Self {
+            worker_id: format!("worker-{}-{}", std::process::id(), &Uuid::new_v4().simple().to_string()[..12]),
+            pool: db::build_pool(&settings.database)?,
+            store: Arc::new(LocalStore::new(&settings.storage.data_dir)),
+            handlers: Registry::standard(),
+            lease: Duration::from_secs(settings.worker.lease_seconds),
+            retry_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+        })
+    }
+}

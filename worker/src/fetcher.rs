@@ -1,0 +1,126 @@
+//! The consume loop: pop only with a free slot (no prefetch), hand the message to a task,
+//! reconnect with backoff, and on shutdown stop popping and drain in-flight jobs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use deadpool_redis::redis::{self, aio::MultiplexedConnection};
+use quire_shared::broker;
+use quire_shared::config::Settings;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::WorkerContext;
+use crate::executor;
+
+fn reconnect_delays() -> impl Iterator<Item = Duration> + Send {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+pub async fn run(
+    context: Arc<WorkerContext>,
+    settings: &Settings,
+    keys: Vec<String>,
+    shutdown: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(settings.worker.concurrency));
+    let pop_timeout = settings.worker.pop_timeout_seconds.max(1);
+    // A pop that outlives its own server-side timeout by this much is a dead connection.
+    let pop_guard = Duration::from_secs(pop_timeout + 5);
+    let redis_url = settings.redis.url.expose().to_owned();
+    let mut tasks = JoinSet::new();
+    let mut connection: Option<MultiplexedConnection> = None;
+    let mut delays = reconnect_delays();
+
+    while !shutdown.is_cancelled() {
+        while tasks.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let mut conn = match &connection {
+            Some(conn) => conn.clone(),
+            None => match broker::blocking_connection(&redis_url).await {
+                Ok(conn) => {
+                    tracing::info!("connected to redis");
+                    delays = reconnect_delays();
+                    connection = Some(conn.clone());
+                    conn
+                }
+                Err(error) => {
+                    pause(&mut delays, &shutdown, &error).await;
+                    continue;
+                }
+            },
+        };
+        // Not raced against shutdown: dropping a pop Redis already answered would lose
+        // the message. Shutdown waits at most one pop timeout.
+        let popped = tokio::time::timeout(
+            pop_guard,
+            redis::cmd("BRPOP")
+                .arg(&keys)
+                .arg(pop_timeout)
+                .query_async::<Option<(String, String)>>(&mut conn),
+        )
+        .await;
+        match popped {
+            Ok(Ok(Some((_list, raw)))) => {
+                let context = Arc::clone(&context);
+                tasks.spawn(async move {
+                    executor::handle(&context, &raw).await;
+                    drop(permit);
+                });
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(error)) => {
+                connection = None;
+                pause(&mut delays, &shutdown, &error).await;
+            }
+            Err(_) => {
+                connection = None;
+                tracing::warn!("a blocking pop hung past its timeout, reconnecting");
+            }
+        }
+    }
+    drain(tasks, Duration::from_secs(settings.worker.drain_timeout_seconds)).await;
+}
+
+async fn pause(
+    delays: &mut (impl Iterator<Item = Duration> + Send),
+    shutdown: &CancellationToken,
+    error: &dyn std::fmt::Display,
+) {
+    let delay = delays.next().unwrap_or(Duration::from_secs(5));
+    tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "redis unavailable");
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = tokio::time::sleep(delay) => {}
+    }
+}
+
+/// Lets in-flight jobs finish until the deadline; jobs still running then are abandoned
+/// with their lease, which the rescuer reclaims.
+async fn drain(mut tasks: JoinSet<()>, deadline: Duration) {
+    if tasks.is_empty() {
+        return;
+    }
+    tracing::info!(in_flight = tasks.len(), "draining in-flight jobs");
+    let drained = tokio::time::timeout(deadline, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(abandoned = tasks.len(), "drain deadline passed, abandoning running jobs to their leases");
+        tasks.abort_all();
+    }
+}

@@ -1,0 +1,50 @@
+//! `analyze-document`: for now the integrity check only; the pipeline issue adds
+//! thumbnails, text, dates and indexing. On success the document stays `PENDING`.
+
+use async_trait::async_trait;
+use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
+use quire_shared::db::jobs::Job;
+use quire_shared::db::{documents, tenants};
+use quire_shared::states::TenantStatus;
+
+use super::JobHandler;
+use super::integrity;
+use crate::context::WorkerContext;
+use crate::outcome::JobError;
+
+pub struct AnalyzeDocument;
+
+#[async_trait]
+impl JobHandler for AnalyzeDocument {
+    fn job_type(&self) -> JobType {
+        JobType::AnalyzeDocument
+    }
+
+    async fn run(&self, context: &WorkerContext, job: &Job) -> Result<(), JobError> {
+        let payload: AnalyzeDocumentPayload = serde_json::from_value(job.payload.clone())
+            .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
+        let version = {
+            let mut conn = context
+                .pool
+                .get()
+                .await
+                .map_err(|error| JobError::transient("database_unavailable", "the database is unavailable", error))?;
+            let tenant = tenants::find_tenant(&mut conn, job.tenant_id)
+                .await
+                .map_err(|error| JobError::transient("database_unavailable", "the database is unavailable", error))?;
+            if tenant.map(|tenant| tenant.status) != Some(TenantStatus::Active) {
+                return Err(JobError::permanent("tenant_inactive", "the tenant is not active"));
+            }
+            documents::find_version(
+                &mut conn,
+                job.tenant_id,
+                payload.document_id,
+                payload.document_version_id,
+            )
+            .await
+            .map_err(|error| JobError::transient("database_unavailable", "the database is unavailable", error))?
+            .ok_or(JobError::permanent("document_missing", "the document version no longer exists"))?
+        };
+        integrity::verify(context.store.as_ref(), &version).await
+    }
+}

@@ -1,0 +1,29 @@
+//! The integrity check: stream the stored object and compare its size and SHA-256 with
+//! what the upload recorded.
+
+use quire_shared::db::documents::DocumentVersion;
+use quire_shared::storage::{ObjectStore, StorageError, StorageKey, digest_object};
+
+use crate::outcome::JobError;
+
+pub async fn verify(store: &dyn ObjectStore, version: &DocumentVersion) -> Result<(), JobError> {
+    let key = StorageKey::from_stored(&version.storage_key)
+        .ok_or(JobError::document_failed("source_unreadable", "the stored file cannot be read"))?;
+    let digest = match digest_object(store, &key).await {
+        Ok(digest) => digest,
+        Err(StorageError::NotFound) => {
+            return Err(JobError::document_failed("source_missing", "the stored file is missing"));
+        }
+        Err(error) => {
+            return Err(JobError::transient("storage_unavailable", "the document storage is unavailable", error));
+        }
+    };
+    let expected_size = u64::try_from(version.size_bytes).unwrap_or(u64::MAX);
+    if digest.size_bytes != expected_size || digest.sha256 != version.sha256 {
+        return Err(JobError::document_failed(
+            "integrity_mismatch",
+            "the stored file does not match its recorded size and checksum",
+        ));
+    }
+    Ok(())
+}

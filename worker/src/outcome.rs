@@ -1,0 +1,60 @@
+//! How a handler says it failed: transient (worth another attempt) or permanent. Codes
+//! are stable and messages are safe to show a client: no paths, keys or error texts.
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("{code}: {message}")]
+    Permanent {
+        code: &'static str,
+        message: &'static str,
+        /// The document this job works on is `FAILED` too.
+        fail_document: bool,
+    },
+    #[error("{code}: {message}")]
+    Transient {
+        code: &'static str,
+        message: &'static str,
+        /// For the log only, never for a client.
+        #[source]
+        cause: Option<anyhow::Error>,
+    },
+}
+
+impl JobError {
+    pub fn permanent(code: &'static str, message: &'static str) -> Self {
+        Self::Permanent {
+            code,
+            message,
+            fail_document: false,
+        }
+    }
+
+    /// A permanent failure that also fails the job's document.
+    pub fn document_failed(code: &'static str, message: &'static str) -> Self {
+        Self::Permanent {
+            code,
+            message,
+            fail_document: true,
+        }
+    }
+
+    pub fn transient(code: &'static str, message: &'static str, cause: impl Into<anyhow::Error>) -> Self {
+        Self::Transient {
+            code,
+            message,
+            cause: Some(cause.into()),
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Permanent { code, .. } | Self::Transient { code, .. } => code,
+        }
+    }
+
+    pub fn safe_message(&self) -> &'static str {
+        match self {
+            Self::Permanent { message, .. } | Self::Transient { message, .. } => message,
+        }
+    }
+}
