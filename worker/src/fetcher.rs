@@ -98,7 +98,7 @@ pub async fn run(
 async fn pause(
     delays: &mut (impl Iterator<Item = Duration> + Send),
     shutdown: &CancellationToken,
-    error: &dyn std::fmt::Display,
+    error: &(dyn std::fmt::Display + Sync),
 ) {
     let delay = delays.next().unwrap_or(Duration::from_secs(5));
     tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "redis unavailable");

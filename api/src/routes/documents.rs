@@ -34,7 +34,13 @@ pub async fn upload(
     let version_id = Uuid::now_v7();
     let key = StorageKey::document_source(caller.tenant_id, document_id, version_id);
     let limit = state.settings.server.max_upload_bytes;
-    let received = upload::receive(state.store.as_ref(), &key, limit, multipart).await?;
+    let received = match upload::receive(state.store.as_ref(), &key, limit, multipart).await {
+        Ok(received) => received,
+        Err(error) => {
+            discard(&state, &key, document_id).await;
+            return Err(error);
+        }
+    };
 
     let title = received
         .title
@@ -72,10 +78,7 @@ pub async fn upload(
     let (document, version, job) = match recorded {
         Ok(rows) => rows,
         Err(error) => {
-            // Nothing points at the object: remove it now rather than wait for the GC.
-            if let Err(cleanup) = state.store.delete(&key).await {
-                tracing::warn!(error = %cleanup, %document_id, "failed to remove an unrecorded upload");
-            }
+            discard(&state, &key, document_id).await;
             return Err(error);
         }
     };
@@ -86,6 +89,14 @@ pub async fn upload(
             document: DocumentView::new(document, Some(version)),
             job: job.into(),
         }))
+}
+
+/// Nothing points at the object of a refused upload: remove it now rather than wait for
+/// the storage GC.
+async fn discard(state: &AppState, key: &StorageKey, document_id: Uuid) {
+    if let Err(error) = state.store.delete(key).await {
+        tracing::warn!(%error, %document_id, "failed to remove an unrecorded upload");
+    }
 }
 
 async fn record_upload(

@@ -1,0 +1,171 @@
+//! `TestApp`: the API on port 0 in-process, with a dispatcher and workers started on
+//! demand, each on this test's own database, Redis namespace and storage folder.
+
+use std::time::Duration;
+
+use quire_api::Application;
+use quire_shared::db::jobs::{self, Job};
+use quire_shared::db::{PgPool, tenants};
+use quire_shared::states::{JobStatus, TenantStatus};
+use quire_shared::test_support::{TestContext, eventually};
+use reqwest::multipart::{Form, Part};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub struct TestApp {
+    pub context: TestContext,
+    pub address: String,
+    pub http: reqwest::Client,
+    pub pool: PgPool,
+    pub tenant_id: Uuid,
+    pub token: String,
+    shutdown: CancellationToken,
+}
+
+/// A started worker: cancel `stop` and await `handle` to drain it.
+pub struct RunningWorker {
+    pub stop: CancellationToken,
+    pub handle: JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningWorker {
+    pub async fn drain(self) {
+        self.stop.cancel();
+        self.handle
+            .await
+            .expect("worker task panicked")
+            .expect("worker failed");
+    }
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        Self::spawn_in(TestContext::new().await).await
+    }
+
+    pub async fn spawn_in(mut context: TestContext) -> Self {
+        quire_shared::telemetry::init("quire-tests", &context.settings.telemetry);
+        context.settings.server.host = "127.0.0.1".into();
+        context.settings.server.port = 0;
+        let app = Application::build(context.settings.clone())
+            .await
+            .expect("build the api");
+        let address = format!("http://127.0.0.1:{}", app.port());
+        let shutdown = CancellationToken::new();
+        tokio::spawn(app.run_until_stopped(shutdown.clone()));
+        let pool = context.pool();
+        let mut test_app = Self {
+            context,
+            address,
+            http: reqwest::Client::new(),
+            pool,
+            tenant_id: Uuid::nil(),
+            token: String::new(),
+            shutdown,
+        };
+        let (tenant_id, token) = test_app.add_tenant("tenant-a").await;
+        test_app.tenant_id = tenant_id;
+        test_app.token = token;
+        test_app
+    }
+
+    /// Creates an active tenant and a token for a new user of it.
+    pub async fn add_tenant(&self, name: &str) -> (Uuid, String) {
+        let mut conn = self.pool.get().await.expect("connection");
+        let tenant = tenants::create_tenant(&mut conn, name, TenantStatus::Active)
+            .await
+            .expect("create tenant");
+        let token = quire_shared::auth::mint(
+            &self.context.settings.auth,
+            tenant.id,
+            Uuid::now_v7(),
+            Duration::from_secs(600),
+        )
+        .expect("mint token");
+        (tenant.id, token)
+    }
+
+    pub fn start_dispatcher(&self) {
+        tokio::spawn(quire_dispatcher::run(
+            self.context.settings.clone(),
+            self.shutdown.child_token(),
+        ));
+    }
+
+    pub fn start_worker(&self) -> RunningWorker {
+        let stop = self.shutdown.child_token();
+        let handle = tokio::spawn(quire_worker::run(self.context.settings.clone(), stop.clone()));
+        RunningWorker { stop, handle }
+    }
+
+    pub async fn upload_as(&self, token: &str, bytes: Vec<u8>, filename: &str) -> reqwest::Response {
+        let form = Form::new().part(
+            "file",
+            Part::bytes(bytes)
+                .file_name(filename.to_owned())
+                .mime_str("text/plain")
+                .expect("mime"),
+        );
+        self.http
+            .post(format!("{}/api/documents", self.address))
+            .bearer_auth(token)
+            .multipart(form)
+            .send()
+            .await
+            .expect("upload request")
+    }
+
+    /// Uploads as tenant A and returns (document id, job id).
+    pub async fn upload(&self, bytes: &[u8]) -> (Uuid, Uuid) {
+        let response = self.upload_as(&self.token, bytes.to_vec(), "letter.txt").await;
+        assert_eq!(response.status(), 201, "upload answered {}", response.status());
+        let body: Value = response.json().await.expect("json");
+        (uuid_at(&body, "/document/id"), uuid_at(&body, "/job/id"))
+    }
+
+    pub async fn get_as(&self, token: &str, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.address))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("get request")
+    }
+
+    pub async fn job(&self, job_id: Uuid) -> Job {
+        let mut conn = self.pool.get().await.expect("connection");
+        jobs::find_job(&mut conn, job_id)
+            .await
+            .expect("query job")
+            .expect("job exists")
+    }
+
+    /// Waits until the job reaches `status`, failing fast if it ends in another state.
+    pub async fn wait_for_job(&self, job_id: Uuid, status: JobStatus) -> Job {
+        eventually(DEADLINE, &format!("job {job_id} is {status}"), || async {
+            let job = self.job(job_id).await;
+            if job.status != status && job.status.is_terminal() {
+                panic!("job ended {} ({:?}), expected {status}", job.status, job.error_code);
+            }
+            (job.status == status).then_some(job)
+        })
+        .await
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+pub fn uuid_at(body: &Value, pointer: &str) -> Uuid {
+    body.pointer(pointer)
+        .and_then(Value::as_str)
+        .and_then(|text| Uuid::parse_str(text).ok())
+        .unwrap_or_else(|| panic!("no uuid at {pointer} in {body}"))
+}

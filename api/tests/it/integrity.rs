@@ -1,0 +1,82 @@
+use quire_shared::db::documents;
+use quire_shared::states::JobStatus;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::helpers::TestApp;
+
+async fn stored_path(app: &TestApp, document_id: Uuid) -> std::path::PathBuf {
+    let mut conn = app.pool.get().await.expect("connection");
+    let document = documents::find_document(&mut conn, app.tenant_id, document_id)
+        .await
+        .expect("query")
+        .expect("document");
+    let version = documents::find_version(
+        &mut conn,
+        app.tenant_id,
+        document_id,
+        document.current_version_id.expect("version"),
+    )
+    .await
+    .expect("query")
+    .expect("version");
+    app.context.data_dir.path().join(version.storage_key)
+}
+
+/// Asserts nothing internal leaks into a client-facing body.
+fn assert_safe(app: &TestApp, body: &str) {
+    let data_dir = app.context.data_dir.path().to_string_lossy().to_string();
+    for leak in [data_dir.as_str(), "tenants/", "/source", "redis://", "SQLSTATE", "panicked"] {
+        assert!(!body.contains(leak), "body leaks {leak:?}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_object_altered_after_upload_fails_job_and_document_safely() {
+    let app = TestApp::spawn().await;
+    let (document_id, job_id) = app.upload(b"original bytes of a contract").await;
+    // Same length, other bytes: only the checksum can tell.
+    std::fs::write(stored_path(&app, document_id).await, b"tampered bytes of a contract").expect("alter");
+
+    app.start_dispatcher();
+    let _worker = app.start_worker();
+    let job = app.wait_for_job(job_id, JobStatus::Failed).await;
+    assert_eq!(job.error_code.as_deref(), Some("integrity_mismatch"));
+    assert_eq!(job.attempts, 1, "a mismatch is permanent, not retried");
+
+    let view = app
+        .get_as(&app.token, &format!("/api/documents/{document_id}/processing-jobs/{job_id}"))
+        .await
+        .text()
+        .await
+        .expect("body");
+    assert_safe(&app, &view);
+    let view: Value = serde_json::from_str(&view).expect("json");
+    assert_eq!(view["status"], "FAILED");
+    assert_eq!(view["error_code"], "integrity_mismatch");
+
+    let document = app
+        .get_as(&app.token, &format!("/api/documents/{document_id}"))
+        .await
+        .text()
+        .await
+        .expect("body");
+    assert_safe(&app, &document);
+    let document: Value = serde_json::from_str(&document).expect("json");
+    assert_eq!(document["status"], "FAILED");
+    assert!(document["processing_error"].as_str().is_some_and(|text| !text.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_stored_object_fails_job_and_document() {
+    let app = TestApp::spawn().await;
+    let (document_id, job_id) = app.upload(b"bytes that will vanish").await;
+    std::fs::remove_file(stored_path(&app, document_id).await).expect("remove");
+
+    app.start_dispatcher();
+    let _worker = app.start_worker();
+    let job = app.wait_for_job(job_id, JobStatus::Failed).await;
+    assert_eq!(job.error_code.as_deref(), Some("source_missing"));
+    let message = job.error_message.expect("message");
+    assert_safe(&app, &message);
+}

@@ -1,0 +1,111 @@
+# Shared by scripts/run and scripts/test: install and run PostgreSQL and Redis on
+# loopback, as the postgres user when we are root (PostgreSQL refuses to run as root).
+# Sourced, not executed.
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then
+    as_root apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+pg_bin_dir() {
+  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
+}
+
+# PostgreSQL server, Redis, curl (scripts/run prints a curl example), python3 (free ports).
+ensure_packages() {
+  local missing=()
+  [ -n "$(pg_bin_dir)" ] || missing+=(postgresql)
+  command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing ${missing[*]}"
+    apt_install "${missing[@]}"
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    echo "cargo is not installed: install Rust from https://rustup.rs first" >&2
+    exit 1
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Runs a PostgreSQL tool as the user that owns the cluster.
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# start_postgres DATA_DIR PORT [fast]: initialises the cluster once, then starts it.
+# "fast" trades durability for speed (tests only: their data is thrown away).
+start_postgres() {
+  local dir="$1" port="$2" mode="${3:-}" bin
+  bin="$(pg_bin_dir)"
+  mkdir -p "$dir"
+  if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; fi
+  chmod 700 "$dir"
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    as_pg "$bin/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
+  fi
+  if as_pg "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+    return 0
+  fi
+  local options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300"
+  if [ "$mode" = fast ]; then
+    options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  fi
+  as_pg "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -o "$options" -w -t 60 start >/dev/null
+}
+
+stop_postgres() {
+  local dir="$1" bin
+  bin="$(pg_bin_dir)"
+  if [ -f "$dir/postmaster.pid" ]; then
+    as_pg "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+}
+
+# start_redis DIR PORT [persist]: a loopback Redis that never evicts a queued message.
+start_redis() {
+  local dir="$1" port="$2" mode="${3:-}"
+  mkdir -p "$dir"
+  if redis-cli -p "$port" ping >/dev/null 2>&1; then
+    return 0
+  fi
+  local persistence=(--save "" --appendonly no)
+  if [ "$mode" = persist ]; then persistence=(--appendonly yes); fi
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --daemonize yes \
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+    --maxmemory-policy noeviction "${persistence[@]}"
+  local deadline=$((SECONDS + 30))
+  until redis-cli -p "$port" ping >/dev/null 2>&1; do
+    if [ "$SECONDS" -gt "$deadline" ]; then
+      echo "redis did not start: see $dir/redis.log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+stop_redis() {
+  local dir="$1"
+  if [ -f "$dir/redis.pid" ]; then
+    kill "$(cat "$dir/redis.pid")" 2>/dev/null || true
+    rm -f "$dir/redis.pid"
+  fi
+}
