@@ -45,11 +45,16 @@ impl FromRequest for Caller {
         let state = req.app_data::<web::Data<AppState>>().cloned();
         let token = bearer(req).map(str::to_owned);
         Box::pin(async move {
-            let state = state.ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app state missing")))?;
+            let state =
+                state.ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app state missing")))?;
             let token = token.ok_or(ApiError::Unauthorized)?;
             let claims = quire_shared::auth::verify(&state.settings.auth, &token)
                 .map_err(|_| ApiError::Unauthorized)?;
-            let mut conn = state.pool.get().await.map_err(quire_shared::db::DbError::from)?;
+            let mut conn = state
+                .pool
+                .get()
+                .await
+                .map_err(quire_shared::db::DbError::from)?;
             // A token for a tenant that no longer exists is as good as no token.
             let tenant = tenants::find_tenant(&mut conn, claims.tid)
                 .await?

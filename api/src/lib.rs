@@ -37,7 +37,10 @@ impl Application {
     }
 
     pub fn with_listener(settings: Settings, listener: TcpListener) -> anyhow::Result<Self> {
-        let port = listener.local_addr().context("listener has no address")?.port();
+        let port = listener
+            .local_addr()
+            .context("listener has no address")?
+            .port();
         let pool = quire_shared::db::build_pool(&settings.database)?;
         let redis = quire_shared::broker::build_pool(&settings.redis)?;
         let store = Arc::new(LocalStore::new(&settings.storage.data_dir));
@@ -50,16 +53,23 @@ impl Application {
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(state.clone())
-                .app_data(web::PathConfig::default().error_handler(|_, _| ApiError::NotFound.into()))
+                .app_data(
+                    web::PathConfig::default().error_handler(|_, _| ApiError::NotFound.into()),
+                )
                 .app_data(web::QueryConfig::default().error_handler(|error, _| {
                     ApiError::bad_request("invalid_query", error.to_string()).into()
                 }))
                 .app_data(web::JsonConfig::default().error_handler(|_, _| {
-                    ApiError::bad_request("invalid_json", "the body is not the JSON this route takes")
-                        .into()
+                    ApiError::bad_request(
+                        "invalid_json",
+                        "the body is not the JSON this route takes",
+                    )
+                    .into()
                 }))
                 .configure(routes::configure)
-                .default_service(web::to(|| async { Err::<actix_web::HttpResponse, _>(ApiError::NotFound) }))
+                .default_service(web::to(|| async {
+                    Err::<actix_web::HttpResponse, _>(ApiError::NotFound)
+                }))
                 .wrap(from_fn(request_id::middleware))
         })
         // Signals are the binary's business: it cancels the shutdown token.

@@ -67,7 +67,10 @@ pub async fn receive(
         ApiError::bad_request("missing_file", "the upload has no part named \"file\"")
     })?;
     if digest.size_bytes == 0 {
-        return Err(ApiError::unprocessable("empty_file", "the uploaded file is empty"));
+        return Err(ApiError::unprocessable(
+            "empty_file",
+            "the uploaded file is empty",
+        ));
     }
     Ok(ReceivedUpload {
         title,
@@ -115,7 +118,9 @@ async fn store_field(
     }
     stored.map_err(|error| match error {
         StorageError::TooLarge { limit } => ApiError::PayloadTooLarge { limit },
-        other => ApiError::Internal(anyhow::Error::new(other).context("failed to store the upload")),
+        other => {
+            ApiError::Internal(anyhow::Error::new(other).context("failed to store the upload"))
+        }
     })
 }
 
@@ -126,7 +131,10 @@ async fn read_title(field: Field) -> Result<String, ApiError> {
         .map_err(invalid_multipart)
         .try_fold(Vec::new(), |mut acc, chunk| async move {
             if acc.len() + chunk.len() > max_bytes {
-                return Err(ApiError::unprocessable("title_too_long", "the title is too long"));
+                return Err(ApiError::unprocessable(
+                    "title_too_long",
+                    "the title is too long",
+                ));
             }
             acc.extend_from_slice(&chunk);
             Ok(acc)
@@ -136,14 +144,20 @@ async fn read_title(field: Field) -> Result<String, ApiError> {
         .map_err(|_| ApiError::unprocessable("invalid_title", "the title is not UTF-8"))?;
     let title = title.trim().to_owned();
     if title.chars().count() > MAX_TITLE_CHARS {
-        return Err(ApiError::unprocessable("title_too_long", "the title is too long"));
+        return Err(ApiError::unprocessable(
+            "title_too_long",
+            "the title is too long",
+        ));
     }
     Ok(title)
 }
 
 fn invalid_multipart(error: MultipartError) -> ApiError {
     tracing::debug!(%error, "invalid multipart body");
-    ApiError::bad_request("invalid_multipart", "the body is not valid multipart/form-data")
+    ApiError::bad_request(
+        "invalid_multipart",
+        "the body is not valid multipart/form-data",
+    )
 }
 
 /// A client's filename made safe to display: no directory part, no control or

@@ -90,7 +90,11 @@ impl Publisher {
                 Err(error) => {
                     let delays = failures.get_or_insert_with(|| Box::new(loop_backoff()));
                     let delay = delays.next().unwrap_or(Duration::from_secs(10));
-                    tracing::warn!(error = format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "publish round failed");
+                    tracing::warn!(
+                        error = format!("{error:#}"),
+                        retry_in_ms = delay.as_millis() as u64,
+                        "publish round failed"
+                    );
                     Some(delay)
                 }
             };
@@ -142,7 +146,9 @@ impl Publisher {
                     .iter()
                     .map(|event| Retry {
                         event_id: event.id,
-                        delay: self.event_backoff.delay(event.publish_attempts.max(0) as u32 + 1),
+                        delay: self
+                            .event_backoff
+                            .delay(event.publish_attempts.max(0) as u32 + 1),
                     })
                     .collect();
                 outbox::release_for_retry(&mut conn, &self.id, &retries, BROKER_UNAVAILABLE)
@@ -154,7 +160,10 @@ impl Publisher {
     }
 
     /// One LPUSH per event, in due order, in one pipeline.
-    fn build_pipeline(&self, events: &[ClaimedEvent]) -> (redis::Pipeline, Vec<Published>, Vec<Retry>) {
+    fn build_pipeline(
+        &self,
+        events: &[ClaimedEvent],
+    ) -> (redis::Pipeline, Vec<Published>, Vec<Retry>) {
         let now = OffsetDateTime::now_utc();
         let mut pipeline = redis::pipe();
         let mut published = Vec::with_capacity(events.len());
@@ -165,7 +174,9 @@ impl Publisher {
                 .and_then(|message| {
                     let task_id = Uuid::now_v7();
                     let wire = WireMessage::publish(message, task_id, now);
-                    serde_json::to_string(&wire).ok().map(|text| (task_id, text))
+                    serde_json::to_string(&wire)
+                        .ok()
+                        .map(|text| (task_id, text))
                 });
             match message {
                 Some((task_id, text)) => {
@@ -198,7 +209,9 @@ impl Publisher {
         match recovered {
             Ok(0) => {}
             Ok(count) => tracing::warn!(count, "returned abandoned publication claims to pending"),
-            Err(error) => tracing::debug!(%error, "could not recover publication claims this round"),
+            Err(error) => {
+                tracing::debug!(%error, "could not recover publication claims this round")
+            }
         }
     }
 }

@@ -58,7 +58,9 @@ async fn listen_once(
         }
         Ok(())
     });
-    client.batch_execute(&format!("LISTEN {OUTBOX_CHANNEL}")).await?;
+    client
+        .batch_execute(&format!("LISTEN {OUTBOX_CHANNEL}"))
+        .await?;
     tracing::debug!("listening for outbox notifications");
     // Whatever was committed while we were not listening.
     wake.notify_one();

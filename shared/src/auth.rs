@@ -66,7 +66,7 @@ pub fn verify(settings: &AuthSettings, token: &str) -> Result<Claims, AuthError>
         .map_err(AuthError::Invalid)?;
     jsonwebtoken::decode::<Claims>(token, &key, &validation)
         .map(|data| data.claims)
-    .map_err(AuthError::Invalid)
+        .map_err(AuthError::Invalid)
 }
 
 #[cfg(test)]
@@ -94,7 +94,13 @@ mod tests {
 
     #[test]
     fn wrong_secret_audience_or_expired_tokens_are_refused() {
-        let token = mint(&settings(), Uuid::nil(), Uuid::nil(), Duration::from_secs(60)).expect("mint");
+        let token = mint(
+            &settings(),
+            Uuid::nil(),
+            Uuid::nil(),
+            Duration::from_secs(60),
+        )
+        .expect("mint");
         let mut other = settings();
         other.jwt_secret = Secret::new("another-secret-that-is-long-enough-too");
         assert!(verify(&other, &token).is_err());
@@ -115,7 +121,13 @@ mod tests {
     fn unsigned_tokens_are_refused() {
         // header {"alg":"none","typ":"JWT"} with valid-looking claims and no signature
         let header = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0";
-        let token = mint(&settings(), Uuid::nil(), Uuid::nil(), Duration::from_secs(60)).expect("mint");
+        let token = mint(
+            &settings(),
+            Uuid::nil(),
+            Uuid::nil(),
+            Duration::from_secs(60),
+        )
+        .expect("mint");
         let claims = token.split('.').nth(1).expect("claims part");
         assert!(verify(&settings(), &format!("{header}.{claims}.")).is_err());
     }

@@ -135,12 +135,20 @@ mod tests {
 
     #[test]
     fn queue_keys_share_one_hash_tag() {
-        assert_eq!(queue_key("quire", "analyze-document"), "{quire}:q:analyze-document");
+        assert_eq!(
+            queue_key("quire", "analyze-document"),
+            "{quire}:q:analyze-document"
+        );
     }
 
     #[test]
     fn wire_message_serializes_rfc3339_and_keeps_ids() {
-        let event = EventMessage::new(Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7(), "analyze-document");
+        let event = EventMessage::new(
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            "analyze-document",
+        );
         let at = time::macros::datetime!(2026-11-30 10:00:00 UTC);
         let wire = WireMessage::publish(event.clone(), Uuid::nil(), at);
         let json = serde_json::to_value(&wire).expect("serialize");

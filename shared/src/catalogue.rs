@@ -43,7 +43,10 @@ impl JobType {
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|job_type| job_type.as_str() == text)
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|job_type| job_type.as_str() == text)
     }
 }
 

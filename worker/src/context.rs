@@ -24,7 +24,11 @@ pub struct WorkerContext {
 impl WorkerContext {
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
         Ok(Self {
-            worker_id: format!("worker-{}-{}", std::process::id(), &Uuid::new_v4().simple().to_string()[..12]),
+            worker_id: format!(
+                "worker-{}-{}",
+                std::process::id(),
+                &Uuid::new_v4().simple().to_string()[..12]
+            ),
             pool: db::build_pool(&settings.database)?,
             store: Arc::new(LocalStore::new(&settings.storage.data_dir)),
             handlers: Registry::standard(),

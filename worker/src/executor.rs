@@ -17,7 +17,10 @@ pub async fn handle(context: &Arc<WorkerContext>, raw: &str) {
     let message = match serde_json::from_str::<WireMessage>(raw) {
         Ok(message) if message.v == MESSAGE_VERSION => message,
         Ok(message) => {
-            tracing::warn!(version = message.v, "dropping a message of an unknown version");
+            tracing::warn!(
+                version = message.v,
+                "dropping a message of an unknown version"
+            );
             return;
         }
         Err(error) => {
@@ -91,7 +94,11 @@ async fn finish(
     let mut conn = context.pool.get().await?;
     let applied = match &outcome {
         Ok(()) => jobs::mark_succeeded(&mut conn, fence).await?,
-        Err(JobError::Transient { code, message, cause }) if job.attempts < job.max_attempts => {
+        Err(JobError::Transient {
+            code,
+            message,
+            cause,
+        }) if job.attempts < job.max_attempts => {
             let delay = context.retry_backoff.delay(job.attempts.max(1) as u32);
             tracing::warn!(
                 code,

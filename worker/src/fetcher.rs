@@ -92,7 +92,11 @@ pub async fn run(
             }
         }
     }
-    drain(tasks, Duration::from_secs(settings.worker.drain_timeout_seconds)).await;
+    drain(
+        tasks,
+        Duration::from_secs(settings.worker.drain_timeout_seconds),
+    )
+    .await;
 }
 
 async fn pause(
@@ -120,7 +124,10 @@ async fn drain(mut tasks: JoinSet<()>, deadline: Duration) {
     })
     .await;
     if drained.is_err() {
-        tracing::warn!(abandoned = tasks.len(), "drain deadline passed, abandoning running jobs to their leases");
+        tracing::warn!(
+            abandoned = tasks.len(),
+            "drain deadline passed, abandoning running jobs to their leases"
+        );
         tasks.abort_all();
     }
 }

@@ -38,7 +38,11 @@ impl JobError {
         }
     }
 
-    pub fn transient(code: &'static str, message: &'static str, cause: impl Into<anyhow::Error>) -> Self {
+    pub fn transient(
+        code: &'static str,
+        message: &'static str,
+        cause: impl Into<anyhow::Error>,
+    ) -> Self {
         Self::Transient {
             code,
             message,

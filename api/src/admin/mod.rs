@@ -73,7 +73,10 @@ pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
                 bail!("a tenant name has 1 to 100 characters");
             }
             let pool = db::build_pool(&settings.database)?;
-            let mut conn = pool.get().await.context("failed to connect to the database")?;
+            let mut conn = pool
+                .get()
+                .await
+                .context("failed to connect to the database")?;
             if let Some(existing) = tenants::find_tenant_by_name(&mut conn, name).await? {
                 if if_missing {
                     println!("{}", existing.id);
@@ -90,7 +93,10 @@ pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
             ttl_seconds,
         } => {
             let pool = db::build_pool(&settings.database)?;
-            let mut conn = pool.get().await.context("failed to connect to the database")?;
+            let mut conn = pool
+                .get()
+                .await
+                .context("failed to connect to the database")?;
             let found = match Uuid::parse_str(&tenant) {
                 Ok(id) => tenants::find_tenant(&mut conn, id).await?,
                 Err(_) => tenants::find_tenant_by_name(&mut conn, &tenant).await?,

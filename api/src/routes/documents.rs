@@ -103,14 +103,7 @@ async fn record_upload(
     state: &AppState,
     new: &NewDocument,
     job: &NewJob<AnalyzeDocumentPayload>,
-) -> Result<
-    (
-        documents::Document,
-        documents::DocumentVersion,
-        jobs::Job,
-    ),
-    ApiError,
-> {
+) -> Result<(documents::Document, documents::DocumentVersion, jobs::Job), ApiError> {
     let mut conn = connection(state).await?;
     let recorded = conn
         .transaction::<_, DbError, _>(async |conn| {

@@ -10,9 +10,14 @@ use crate::helpers::{DEADLINE, TestApp};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_message_delivered_five_times_runs_the_job_once() {
     let app = TestApp::spawn().await;
-    let (_, job_id) = app.upload(b"the same bytes, delivered again and again").await;
+    let (_, job_id) = app
+        .upload(b"the same bytes, delivered again and again")
+        .await;
     let mut conn = app.pool.get().await.expect("connection");
-    let event = outbox::job_events(&mut conn, job_id).await.expect("events").remove(0);
+    let event = outbox::job_events(&mut conn, job_id)
+        .await
+        .expect("events")
+        .remove(0);
 
     // One message, pushed five times before any worker runs: five deliveries of it.
     let wire = WireMessage::publish(
@@ -23,9 +28,17 @@ async fn the_same_message_delivered_five_times_runs_the_job_once() {
     let raw = serde_json::to_string(&wire).expect("serialize");
     let key = queue_key(&app.context.namespace, "analyze-document");
     let client = redis::Client::open(app.context.settings.redis.url.expose()).expect("client");
-    let mut redis = client.get_multiplexed_async_connection().await.expect("redis");
+    let mut redis = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
     for _ in 0..5 {
-        let _: i64 = redis::cmd("LPUSH").arg(&key).arg(&raw).query_async(&mut redis).await.expect("lpush");
+        let _: i64 = redis::cmd("LPUSH")
+            .arg(&key)
+            .arg(&raw)
+            .query_async(&mut redis)
+            .await
+            .expect("lpush");
     }
 
     // Two workers with several slots each race for the copies.
@@ -35,7 +48,11 @@ async fn the_same_message_delivered_five_times_runs_the_job_once() {
         let mut redis = redis.clone();
         let key = key.clone();
         async move {
-            let length: i64 = redis::cmd("LLEN").arg(&key).query_async(&mut redis).await.ok()?;
+            let length: i64 = redis::cmd("LLEN")
+                .arg(&key)
+                .query_async(&mut redis)
+                .await
+                .ok()?;
             (length == 0).then_some(())
         }
     })
@@ -54,9 +71,17 @@ async fn a_malformed_message_is_dropped_and_the_worker_keeps_working() {
     let app = TestApp::spawn().await;
     let key = queue_key(&app.context.namespace, "analyze-document");
     let client = redis::Client::open(app.context.settings.redis.url.expose()).expect("client");
-    let mut redis = client.get_multiplexed_async_connection().await.expect("redis");
+    let mut redis = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
     for garbage in ["not json", "{\"v\":1}", "{\"v\":99,\"event_id\":1}"] {
-        let _: i64 = redis::cmd("LPUSH").arg(&key).arg(garbage).query_async(&mut redis).await.expect("lpush");
+        let _: i64 = redis::cmd("LPUSH")
+            .arg(&key)
+            .arg(garbage)
+            .query_async(&mut redis)
+            .await
+            .expect("lpush");
     }
     app.start_dispatcher();
     let _worker = app.start_worker();

@@ -98,11 +98,19 @@ impl TestApp {
 
     pub fn start_worker(&self) -> RunningWorker {
         let stop = self.shutdown.child_token();
-        let handle = tokio::spawn(quire_worker::run(self.context.settings.clone(), stop.clone()));
+        let handle = tokio::spawn(quire_worker::run(
+            self.context.settings.clone(),
+            stop.clone(),
+        ));
         RunningWorker { stop, handle }
     }
 
-    pub async fn upload_as(&self, token: &str, bytes: Vec<u8>, filename: &str) -> reqwest::Response {
+    pub async fn upload_as(
+        &self,
+        token: &str,
+        bytes: Vec<u8>,
+        filename: &str,
+    ) -> reqwest::Response {
         let form = Form::new().part(
             "file",
             Part::bytes(bytes)
@@ -121,8 +129,15 @@ impl TestApp {
 
     /// Uploads as tenant A and returns (document id, job id).
     pub async fn upload(&self, bytes: &[u8]) -> (Uuid, Uuid) {
-        let response = self.upload_as(&self.token, bytes.to_vec(), "letter.txt").await;
-        assert_eq!(response.status(), 201, "upload answered {}", response.status());
+        let response = self
+            .upload_as(&self.token, bytes.to_vec(), "letter.txt")
+            .await;
+        assert_eq!(
+            response.status(),
+            201,
+            "upload answered {}",
+            response.status()
+        );
         let body: Value = response.json().await.expect("json");
         (uuid_at(&body, "/document/id"), uuid_at(&body, "/job/id"))
     }
@@ -149,7 +164,10 @@ impl TestApp {
         eventually(DEADLINE, &format!("job {job_id} is {status}"), || async {
             let job = self.job(job_id).await;
             if job.status != status && job.status.is_terminal() {
-                panic!("job ended {} ({:?}), expected {status}", job.status, job.error_code);
+                panic!(
+                    "job ended {} ({:?}), expected {status}",
+                    job.status, job.error_code
+                );
             }
             (job.status == status).then_some(job)
         })

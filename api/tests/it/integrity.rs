@@ -26,7 +26,14 @@ async fn stored_path(app: &TestApp, document_id: Uuid) -> std::path::PathBuf {
 /// Asserts nothing internal leaks into a client-facing body.
 fn assert_safe(app: &TestApp, body: &str) {
     let data_dir = app.context.data_dir.path().to_string_lossy().to_string();
-    for leak in [data_dir.as_str(), "tenants/", "/source", "redis://", "SQLSTATE", "panicked"] {
+    for leak in [
+        data_dir.as_str(),
+        "tenants/",
+        "/source",
+        "redis://",
+        "SQLSTATE",
+        "panicked",
+    ] {
         assert!(!body.contains(leak), "body leaks {leak:?}: {body}");
     }
 }
@@ -36,7 +43,11 @@ async fn a_stored_object_altered_after_upload_fails_job_and_document_safely() {
     let app = TestApp::spawn().await;
     let (document_id, job_id) = app.upload(b"original bytes of a contract").await;
     // Same length, other bytes: only the checksum can tell.
-    std::fs::write(stored_path(&app, document_id).await, b"tampered bytes of a contract").expect("alter");
+    std::fs::write(
+        stored_path(&app, document_id).await,
+        b"tampered bytes of a contract",
+    )
+    .expect("alter");
 
     app.start_dispatcher();
     let _worker = app.start_worker();
@@ -45,7 +56,10 @@ async fn a_stored_object_altered_after_upload_fails_job_and_document_safely() {
     assert_eq!(job.attempts, 1, "a mismatch is permanent, not retried");
 
     let view = app
-        .get_as(&app.token, &format!("/api/documents/{document_id}/processing-jobs/{job_id}"))
+        .get_as(
+            &app.token,
+            &format!("/api/documents/{document_id}/processing-jobs/{job_id}"),
+        )
         .await
         .text()
         .await
@@ -64,7 +78,11 @@ async fn a_stored_object_altered_after_upload_fails_job_and_document_safely() {
     assert_safe(&app, &document);
     let document: Value = serde_json::from_str(&document).expect("json");
     assert_eq!(document["status"], "FAILED");
-    assert!(document["processing_error"].as_str().is_some_and(|text| !text.is_empty()));
+    assert!(
+        document["processing_error"]
+            .as_str()
+            .is_some_and(|text| !text.is_empty())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,14 +19,18 @@ async fn migrations_run_down_and_up_again() {
     assert!(reverted >= 1);
     let applied = migrate::run_pending(&database.url).await.expect("up");
     assert_eq!(applied.len(), reverted);
-    let mut conn = AsyncPgConnection::establish(&database.url).await.expect("connect");
+    let mut conn = AsyncPgConnection::establish(&database.url)
+        .await
+        .expect("connect");
     assert!(migrate::is_current(&mut conn).await.expect("check"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_foreign_key_has_an_index() {
     let database = TestDatabase::create().await;
-    let mut conn = AsyncPgConnection::establish(&database.url).await.expect("connect");
+    let mut conn = AsyncPgConnection::establish(&database.url)
+        .await
+        .expect("connect");
     // Every foreign key of the schema is on one column: it must lead some index.
     let unindexed: Vec<Unindexed> = diesel::sql_query(
         "SELECT c.conrelid::regclass::text AS table_name, c.conname::text AS constraint_name \

@@ -23,7 +23,10 @@ async fn an_upload_while_redis_is_down_succeeds_and_runs_once_redis_is_back() {
     })
     .await;
     let error = event.last_error.expect("a safe error is recorded");
-    assert!(!error.contains("redis://") && !error.contains("127.0.0.1"), "{error}");
+    assert!(
+        !error.contains("redis://") && !error.contains("127.0.0.1"),
+        "{error}"
+    );
     assert_eq!(app.job(job_id).await.status, JobStatus::Queued);
 
     // Nobody touches anything: Redis comes back, empty, and the job runs.

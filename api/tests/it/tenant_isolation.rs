@@ -25,20 +25,31 @@ async fn another_tenant_cannot_see_a_document_or_its_jobs() {
     ] {
         let theirs = problem(app.get_as(&token_b, &path).await).await;
         let missing = problem(
-            app.get_as(&token_b, &path.replace(&document_id.to_string(), &unknown.to_string()))
-                .await,
+            app.get_as(
+                &token_b,
+                &path.replace(&document_id.to_string(), &unknown.to_string()),
+            )
+            .await,
         )
         .await;
         assert_eq!(theirs.0, 404, "{path}");
-        assert_eq!(theirs, missing, "{path}: another tenant's row must look like a missing one");
+        assert_eq!(
+            theirs, missing,
+            "{path}: another tenant's row must look like a missing one"
+        );
     }
 
     // The owner still sees it, and a job of another document is not this document's.
-    let own = app.get_as(&app.token, &format!("/api/documents/{document_id}")).await;
+    let own = app
+        .get_as(&app.token, &format!("/api/documents/{document_id}"))
+        .await;
     assert_eq!(own.status(), 200);
     let (other_document, _) = app.upload(b"another document of tenant a").await;
     let crossed = app
-        .get_as(&app.token, &format!("/api/documents/{other_document}/processing-jobs/{job_id}"))
+        .get_as(
+            &app.token,
+            &format!("/api/documents/{other_document}/processing-jobs/{job_id}"),
+        )
         .await;
     assert_eq!(crossed.status(), 404);
 }
@@ -47,6 +58,10 @@ async fn another_tenant_cannot_see_a_document_or_its_jobs() {
 async fn a_malformed_id_answers_like_a_missing_one() {
     let app = TestApp::spawn().await;
     let malformed = problem(app.get_as(&app.token, "/api/documents/not-a-uuid").await).await;
-    let missing = problem(app.get_as(&app.token, &format!("/api/documents/{}", Uuid::now_v7())).await).await;
+    let missing = problem(
+        app.get_as(&app.token, &format!("/api/documents/{}", Uuid::now_v7()))
+            .await,
+    )
+    .await;
     assert_eq!(malformed, missing);
 }

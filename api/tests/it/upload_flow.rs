@@ -11,7 +11,11 @@ async fn an_uploaded_document_is_verified_end_to_end() {
     let _worker = app.start_worker();
 
     let response = app
-        .upload_as(&app.token, b"Invoice 2024-03-15, total 12.00 EUR".to_vec(), "invoice.txt")
+        .upload_as(
+            &app.token,
+            b"Invoice 2024-03-15, total 12.00 EUR".to_vec(),
+            "invoice.txt",
+        )
         .await;
     assert_eq!(response.status(), 201);
     let body: Value = response.json().await.expect("json");
@@ -43,20 +47,31 @@ async fn an_uploaded_document_is_verified_end_to_end() {
     assert_eq!(document["status"], "PENDING");
 
     let view: Value = app
-        .get_as(&app.token, &format!("/api/documents/{document_id}/processing-jobs/{job_id}"))
+        .get_as(
+            &app.token,
+            &format!("/api/documents/{document_id}/processing-jobs/{job_id}"),
+        )
         .await
         .json()
         .await
         .expect("json");
     assert_eq!(view["status"], "SUCCEEDED");
     assert_eq!(view["attempts"], 1);
-    let keys: Vec<&str> = view.as_object().expect("object").keys().map(String::as_str).collect();
+    let keys: Vec<&str> = view
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
     for secret in ["payload", "worker_id", "last_task_id", "current_event_id"] {
         assert!(!keys.contains(&secret), "job view exposes {secret}");
     }
 
     let list: Value = app
-        .get_as(&app.token, &format!("/api/documents/{document_id}/processing-jobs"))
+        .get_as(
+            &app.token,
+            &format!("/api/documents/{document_id}/processing-jobs"),
+        )
         .await
         .json()
         .await
@@ -77,13 +92,19 @@ async fn requests_without_a_valid_token_get_one_problem_body() {
     );
     let missing: Value = missing.json().await.expect("json");
 
-    let forged = app.get_as("not-a-token", &url.replace(&app.address, "")).await;
+    let forged = app
+        .get_as("not-a-token", &url.replace(&app.address, ""))
+        .await;
     assert_eq!(forged.status(), 401);
     let forged: Value = forged.json().await.expect("json");
 
     assert_eq!(missing["code"], "unauthorized");
     assert_eq!(missing["detail"], forged["detail"]);
-    assert!(missing["request_id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert!(
+        missing["request_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

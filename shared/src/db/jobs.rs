@@ -276,11 +276,16 @@ pub async fn find_job(conn: &mut AsyncPgConnection, job_id: Uuid) -> Result<Opti
 }
 
 /// Jobs by id, for batch inspection.
-pub async fn find_jobs(conn: &mut AsyncPgConnection, job_ids: &[Uuid]) -> Result<Vec<Job>, DbError> {
-    Ok(diesel::sql_query("SELECT * FROM processing_jobs WHERE id = ANY($1)")
-        .bind::<Array<SqlUuid>, _>(job_ids)
-        .load::<Job>(conn)
-        .await?)
+pub async fn find_jobs(
+    conn: &mut AsyncPgConnection,
+    job_ids: &[Uuid],
+) -> Result<Vec<Job>, DbError> {
+    Ok(
+        diesel::sql_query("SELECT * FROM processing_jobs WHERE id = ANY($1)")
+            .bind::<Array<SqlUuid>, _>(job_ids)
+            .load::<Job>(conn)
+            .await?,
+    )
 }
 
 /// Cuts a message to the column's bound on a character boundary.

@@ -37,7 +37,10 @@ pub async fn create_tenant(
 }
 
 /// The tenant with this id, if any.
-pub async fn find_tenant(conn: &mut AsyncPgConnection, id: Uuid) -> Result<Option<Tenant>, DbError> {
+pub async fn find_tenant(
+    conn: &mut AsyncPgConnection,
+    id: Uuid,
+) -> Result<Option<Tenant>, DbError> {
     Ok(tenants::table
         .find(id)
         .select(Tenant::as_select())

@@ -43,13 +43,24 @@ mod tests {
     fn source_keys_are_made_of_ids() {
         let (t, d, v) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let key = StorageKey::document_source(t, d, v);
-        assert_eq!(key.as_str(), format!("tenants/{t}/documents/{d}/versions/{v}/source"));
+        assert_eq!(
+            key.as_str(),
+            format!("tenants/{t}/documents/{d}/versions/{v}/source")
+        );
         assert_eq!(StorageKey::from_stored(key.as_str()), Some(key));
     }
 
     #[test]
     fn stored_keys_that_escape_are_refused() {
-        for bad in ["", "../etc/passwd", "a//b", "/abs", "a/../b", "a/b c", "a/./b"] {
+        for bad in [
+            "",
+            "../etc/passwd",
+            "a//b",
+            "/abs",
+            "a/../b",
+            "a/b c",
+            "a/./b",
+        ] {
             assert_eq!(StorageKey::from_stored(bad), None, "{bad}");
         }
     }

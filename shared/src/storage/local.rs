@@ -60,7 +60,9 @@ impl ObjectStore for LocalStore {
     async fn open(&self, key: &StorageKey) -> Result<ObjectReader, StorageError> {
         match tokio::fs::File::open(self.path(key)).await {
             Ok(file) => Ok(Box::new(file)),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Err(StorageError::NotFound),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Err(StorageError::NotFound)
+            }
             Err(error) => Err(error.into()),
         }
     }

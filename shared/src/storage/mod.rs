@@ -66,7 +66,9 @@ pub async fn put_digested(
         let tally = Arc::clone(&tally);
         body.map(move |chunk| {
             let chunk = chunk?;
-            let mut tally = tally.lock().map_err(|_| std::io::Error::other("tally poisoned"))?;
+            let mut tally = tally
+                .lock()
+                .map_err(|_| std::io::Error::other("tally poisoned"))?;
             tally.size += chunk.len() as u64;
             if tally.size > limit {
                 tally.over_limit = true;
@@ -94,7 +96,10 @@ pub async fn put_digested(
 }
 
 /// Reads an object to its end, counting and hashing it in 64 KiB steps.
-pub async fn digest_object(store: &dyn ObjectStore, key: &StorageKey) -> Result<Digested, StorageError> {
+pub async fn digest_object(
+    store: &dyn ObjectStore,
+    key: &StorageKey,
+) -> Result<Digested, StorageError> {
     use tokio::io::AsyncReadExt;
     let mut reader = store.open(key).await?;
     let mut hasher = Sha256::new();

@@ -48,12 +48,13 @@ async fn ensure_template(admin: &mut AsyncPgConnection, admin_url: &str, templat
         .execute(admin)
         .await
         .expect("take the template lock");
-    let exists = diesel::sql_query("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS exists")
-        .bind::<Text, _>(template)
-        .get_result::<Exists>(admin)
-        .await
-        .expect("look for the template")
-        .exists;
+    let exists =
+        diesel::sql_query("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS exists")
+            .bind::<Text, _>(template)
+            .get_result::<Exists>(admin)
+            .await
+            .expect("look for the template")
+            .exists;
     if !exists {
         let building = format!("{template}_building");
         diesel::sql_query(format!("DROP DATABASE IF EXISTS {building}"))
@@ -107,7 +108,9 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 /// `admin_url` with its database name replaced.
 pub(crate) fn database_url(admin_url: &str, database: &str) -> String {
-    let (base, query) = admin_url.split_once('?').map_or((admin_url, None), |(b, q)| (b, Some(q)));
+    let (base, query) = admin_url
+        .split_once('?')
+        .map_or((admin_url, None), |(b, q)| (b, Some(q)));
     let base = base.rsplit_once('/').map_or(base, |(head, _)| head);
     match query {
         Some(query) => format!("{base}/{database}?{query}"),

@@ -23,7 +23,9 @@ use crate::config::{Profile, Settings, SettingsSource, workspace_config_dir};
 /// Reads a variable `scripts/test` sets, with a message that says how to get it.
 pub fn required_env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run the suite with scripts/test, which starts PostgreSQL and Redis")
+        panic!(
+            "{name} is not set: run the suite with scripts/test, which starts PostgreSQL and Redis"
+        )
     })
 }
 

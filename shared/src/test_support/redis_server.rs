@@ -59,17 +59,21 @@ impl RedisServer {
             .expect("start redis-server (scripts/test installs it)");
         self.child = Some(child);
         let url = self.url();
-        eventually(Duration::from_secs(10), "private redis answers PING", || {
-            let url = url.clone();
-            async move {
-                let client = deadpool_redis::redis::Client::open(url).ok()?;
-                let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-                deadpool_redis::redis::cmd("PING")
-                    .query_async::<String>(&mut conn)
-                    .await
-                    .ok()
-            }
-        })
+        eventually(
+            Duration::from_secs(10),
+            "private redis answers PING",
+            || {
+                let url = url.clone();
+                async move {
+                    let client = deadpool_redis::redis::Client::open(url).ok()?;
+                    let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+                    deadpool_redis::redis::cmd("PING")
+                        .query_async::<String>(&mut conn)
+                        .await
+                        .ok()
+                }
+            },
+        )
         .await;
     }
 }

@@ -24,16 +24,23 @@ impl JobHandler for AnalyzeDocument {
         let payload: AnalyzeDocumentPayload = serde_json::from_value(job.payload.clone())
             .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
         let version = {
-            let mut conn = context
-                .pool
-                .get()
-                .await
-                .map_err(|error| JobError::transient("database_unavailable", "the database is unavailable", error))?;
+            let mut conn = context.pool.get().await.map_err(|error| {
+                JobError::transient("database_unavailable", "the database is unavailable", error)
+            })?;
             let tenant = tenants::find_tenant(&mut conn, job.tenant_id)
                 .await
-                .map_err(|error| JobError::transient("database_unavailable", "the database is unavailable", error))?;
+                .map_err(|error| {
+                    JobError::transient(
+                        "database_unavailable",
+                        "the database is unavailable",
+                        error,
+                    )
+                })?;
             if tenant.map(|tenant| tenant.status) != Some(TenantStatus::Active) {
-                return Err(JobError::permanent("tenant_inactive", "the tenant is not active"));
+                return Err(JobError::permanent(
+                    "tenant_inactive",
+                    "the tenant is not active",
+                ));
             }
             documents::find_version(
                 &mut conn,
@@ -42,8 +49,13 @@ impl JobHandler for AnalyzeDocument {
                 payload.document_version_id,
             )
             .await
-            .map_err(|error| JobError::transient("database_unavailable", "the database is unavailable", error))?
-            .ok_or(JobError::permanent("document_missing", "the document version no longer exists"))?
+            .map_err(|error| {
+                JobError::transient("database_unavailable", "the database is unavailable", error)
+            })?
+            .ok_or(JobError::permanent(
+                "document_missing",
+                "the document version no longer exists",
+            ))?
         };
         integrity::verify(context.store.as_ref(), &version).await
     }

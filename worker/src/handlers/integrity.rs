@@ -7,15 +7,24 @@ use quire_shared::storage::{ObjectStore, StorageError, StorageKey, digest_object
 use crate::outcome::JobError;
 
 pub async fn verify(store: &dyn ObjectStore, version: &DocumentVersion) -> Result<(), JobError> {
-    let key = StorageKey::from_stored(&version.storage_key)
-        .ok_or(JobError::document_failed("source_unreadable", "the stored file cannot be read"))?;
+    let key = StorageKey::from_stored(&version.storage_key).ok_or(JobError::document_failed(
+        "source_unreadable",
+        "the stored file cannot be read",
+    ))?;
     let digest = match digest_object(store, &key).await {
         Ok(digest) => digest,
         Err(StorageError::NotFound) => {
-            return Err(JobError::document_failed("source_missing", "the stored file is missing"));
+            return Err(JobError::document_failed(
+                "source_missing",
+                "the stored file is missing",
+            ));
         }
         Err(error) => {
-            return Err(JobError::transient("storage_unavailable", "the document storage is unavailable", error));
+            return Err(JobError::transient(
+                "storage_unavailable",
+                "the document storage is unavailable",
+                error,
+            ));
         }
     };
     let expected_size = u64::try_from(version.size_bytes).unwrap_or(u64::MAX);
