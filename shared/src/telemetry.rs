@@ -12,7 +12,9 @@ pub fn init(service: &'static str, settings: &TelemetrySettings) {
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(true);
+        .with_target(true)
+        // stdout belongs to command output (quire-admin prints ids and tokens there).
+        .with_writer(std::io::stderr);
     let installed = match settings.format {
         LogFormat::Json => builder
             .json()
