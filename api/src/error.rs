@@ -22,6 +22,13 @@ pub enum ApiError {
     BadRequest { code: &'static str, detail: String },
     #[error("{detail}")]
     Unprocessable { code: &'static str, detail: String },
+    /// The request is valid but the resource is not in a state that allows it.
+    #[error("{detail}")]
+    Conflict {
+        code: &'static str,
+        detail: String,
+        current_status: Option<String>,
+    },
     #[error("the upload is larger than {limit} bytes")]
     PayloadTooLarge { limit: u64 },
     #[error("a dependency is unavailable")]
@@ -39,6 +46,8 @@ struct Problem<'a> {
     detail: String,
     code: &'a str,
     request_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current_status: Option<&'a str>,
 }
 
 impl ApiError {
@@ -62,7 +71,9 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::TenantInactive => "tenant_inactive",
             Self::NotFound => "not_found",
-            Self::BadRequest { code, .. } | Self::Unprocessable { code, .. } => code,
+            Self::BadRequest { code, .. }
+            | Self::Unprocessable { code, .. }
+            | Self::Conflict { code, .. } => code,
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::Unavailable(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
@@ -76,6 +87,7 @@ impl ApiError {
             Self::NotFound => "Not found",
             Self::BadRequest { .. } => "Bad request",
             Self::Unprocessable { .. } => "Unprocessable content",
+            Self::Conflict { .. } => "Conflict",
             Self::PayloadTooLarge { .. } => "Payload too large",
             Self::Unavailable(_) => "Service unavailable",
             Self::Internal(_) => "Internal server error",
@@ -94,9 +106,14 @@ impl ApiError {
 
 impl From<quire_shared::db::DbError> for ApiError {
     fn from(error: quire_shared::db::DbError) -> Self {
+        use diesel::result::{DatabaseErrorKind, Error};
         use quire_shared::db::DbError;
         match error {
-            DbError::Pool(_) => Self::Unavailable(error.into()),
+            DbError::Pool(_)
+            | DbError::Query(Error::DatabaseError(
+                DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
+                _,
+            )) => Self::Unavailable(error.into()),
             other => Self::Internal(other.into()),
         }
     }
@@ -110,6 +127,7 @@ impl ResponseError for ApiError {
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -133,6 +151,10 @@ impl ResponseError for ApiError {
             detail: self.detail(),
             code: self.code(),
             request_id,
+            current_status: match self {
+                Self::Conflict { current_status, .. } => current_status.as_deref(),
+                _ => None,
+            },
         };
         HttpResponse::build(status)
             .content_type("application/problem+json")

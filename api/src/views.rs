@@ -17,6 +17,9 @@ pub struct DocumentView {
     /// `YYYY-MM-DD`.
     pub issued_at: Option<String>,
     pub current_version: Option<VersionView>,
+    /// Set while the document is in the trash.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub trashed_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
@@ -50,6 +53,7 @@ impl DocumentView {
                 original_filename: version.original_filename,
                 created_at: version.created_at,
             }),
+            trashed_at: document.trashed_at,
             created_at: document.created_at,
             updated_at: document.updated_at,
         }

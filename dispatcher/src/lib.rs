@@ -2,6 +2,7 @@
 //! 2) and returns abandoned publication claims. Any number may run at once; none keeps
 //! state another needs.
 
+mod maintenance;
 mod publisher;
 mod wakeups;
 
@@ -23,8 +24,13 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         Arc::clone(&wake),
         shutdown.clone(),
     ));
+    let maintenance = tokio::spawn(maintenance::Maintenance::new(&settings)?.run(shutdown.clone()));
     tracing::info!(dispatcher_id = publisher.id(), "dispatcher started");
+    // The publisher finishes the batch it is on, then returns.
     publisher.run(wake, shutdown).await;
+    if let Err(error) = maintenance.await {
+        tracing::warn!(%error, "maintenance ended abnormally");
+    }
     if let Err(error) = listener.await {
         tracing::warn!(%error, "outbox listener ended abnormally");
     }

@@ -29,7 +29,6 @@ pub struct Publisher {
     namespace: String,
     batch_size: i64,
     poll_interval: Duration,
-    claim_timeout: Duration,
     event_backoff: Backoff,
 }
 
@@ -51,7 +50,6 @@ impl Publisher {
             namespace: settings.redis.namespace.clone(),
             batch_size: dispatcher.batch_size,
             poll_interval: dispatcher.poll_interval(),
-            claim_timeout: Duration::from_secs(dispatcher.claim_timeout_seconds),
             event_backoff: Backoff::new(
                 Duration::from_millis(dispatcher.publish_backoff_base_ms),
                 Duration::from_millis(dispatcher.publish_backoff_max_ms),
@@ -70,12 +68,7 @@ impl Publisher {
     /// Publishes until `shutdown`; woken by `wake` (NOTIFY) or the poll interval.
     pub async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
         let mut failures: Option<Box<dyn Iterator<Item = Duration> + Send>> = None;
-        let mut last_recovery: Option<tokio::time::Instant> = None;
         while !shutdown.is_cancelled() {
-            if last_recovery.is_none_or(|at| at.elapsed() >= self.claim_timeout / 2) {
-                self.recover_expired_claims().await;
-                last_recovery = Some(tokio::time::Instant::now());
-            }
             let pause = match self.round().await {
                 Ok(Round::Published(count)) if count as i64 >= self.batch_size => {
                     failures = None;
@@ -135,6 +128,7 @@ impl Publisher {
         .await;
         match pushed {
             Ok(()) => {
+                fail_point_after_push();
                 let marked = outbox::mark_published(&mut conn, &self.id, &published)
                     .await
                     .context("failed to mark events published")?;
@@ -199,21 +193,6 @@ impl Publisher {
         }
         (pipeline, published, malformed)
     }
-
-    async fn recover_expired_claims(&self) {
-        let recovered = async {
-            let mut conn = self.pool.get().await?;
-            outbox::recover_expired_claims(&mut conn, self.claim_timeout).await
-        }
-        .await;
-        match recovered {
-            Ok(0) => {}
-            Ok(count) => tracing::warn!(count, "returned abandoned publication claims to pending"),
-            Err(error) => {
-                tracing::debug!(%error, "could not recover publication claims this round")
-            }
-        }
-    }
 }
 
 /// How long the loop itself waits after consecutive failed rounds.
@@ -225,3 +204,16 @@ fn loop_backoff() -> impl Iterator<Item = Duration> + Send {
         .without_max_times()
         .build()
 }
+
+/// Fault suite only: `QUIRE_FAILPOINT_ABORT_AFTER_PUSH=1` kills the process between the
+/// Redis push and marking the events published — the window the outbox must survive.
+#[cfg(feature = "fault-injection")]
+fn fail_point_after_push() {
+    if std::env::var_os("QUIRE_FAILPOINT_ABORT_AFTER_PUSH").is_some() {
+        tracing::warn!("fail-point: aborting between push and mark-published");
+        std::process::abort();
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn fail_point_after_push() {}

@@ -76,6 +76,11 @@ CREATE INDEX processing_jobs_document_idx ON processing_jobs (document_id, queue
 -- The rescuer scans running jobs by lease.
 CREATE INDEX processing_jobs_running_lease_idx ON processing_jobs (lease_expires_at)
     WHERE status = 'RUNNING';
+-- Lost-message recovery looks at queued jobs per type; retention at finished ones.
+CREATE INDEX processing_jobs_queued_idx ON processing_jobs (job_type, queued_at)
+    WHERE status = 'QUEUED';
+CREATE INDEX processing_jobs_finished_idx ON processing_jobs (finished_at)
+    WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED');
 -- At most one active analyze job per document version: concurrent re-analyze requests
 -- collide here instead of duplicating work.
 CREATE UNIQUE INDEX processing_jobs_one_active_analyze_idx
@@ -102,6 +107,8 @@ CREATE TABLE outbox_events (
 -- Keeps the dispatcher's poll cheap however many published events the table holds.
 CREATE INDEX outbox_events_due_idx ON outbox_events (next_attempt_at) WHERE status = 'PENDING';
 CREATE INDEX outbox_events_publishing_idx ON outbox_events (claimed_at) WHERE status = 'PUBLISHING';
+CREATE INDEX outbox_events_delivered_idx ON outbox_events (created_at)
+    WHERE status IN ('PUBLISHED', 'CANCELLED');
 CREATE INDEX outbox_events_job_idx ON outbox_events (job_id);
 CREATE INDEX outbox_events_tenant_idx ON outbox_events (tenant_id);
 

@@ -17,6 +17,10 @@ pub enum JobType {
     ProvisionTenant,
     #[serde(rename = "delete-tenant")]
     DeleteTenant,
+    /// The fault suite's oracle job (feature `fault-injection`, never in a release build).
+    #[cfg(feature = "fault-injection")]
+    #[serde(rename = "fault-test")]
+    FaultTest,
 }
 
 /// Types that once existed and have no handler: the API refuses them and a worker fails
@@ -24,12 +28,22 @@ pub enum JobType {
 pub const RETIRED_JOB_TYPES: &[&str] = &["generate-thumbnails", "generate-ocr-text"];
 
 impl JobType {
+    #[cfg(not(feature = "fault-injection"))]
     pub const ALL: &'static [JobType] = &[
         JobType::AnalyzeDocument,
         JobType::VerifyDocument,
         JobType::PurgeDocument,
         JobType::ProvisionTenant,
         JobType::DeleteTenant,
+    ];
+    #[cfg(feature = "fault-injection")]
+    pub const ALL: &'static [JobType] = &[
+        JobType::AnalyzeDocument,
+        JobType::VerifyDocument,
+        JobType::PurgeDocument,
+        JobType::ProvisionTenant,
+        JobType::DeleteTenant,
+        JobType::FaultTest,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +53,8 @@ impl JobType {
             Self::PurgeDocument => "purge-document",
             Self::ProvisionTenant => "provision-tenant",
             Self::DeleteTenant => "delete-tenant",
+            #[cfg(feature = "fault-injection")]
+            Self::FaultTest => "fault-test",
         }
     }
 
@@ -63,6 +79,16 @@ pub struct AnalyzeDocumentPayload {
     pub document_id: Uuid,
     pub document_version_id: Uuid,
     pub force: bool,
+}
+
+/// Payload of the fault suite's `fault-test` job.
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultTestPayload {
+    /// How long the handler works, in steps of at most 100 ms.
+    pub work_ms: u64,
+    /// Abort the whole worker process mid-run (a poison pill).
+    pub abort: bool,
 }
 
 #[cfg(test)]

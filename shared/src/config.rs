@@ -61,6 +61,7 @@ pub struct Settings {
     pub storage: StorageSettings,
     pub jobs: JobSettings,
     pub dispatcher: DispatcherSettings,
+    pub retention: RetentionSettings,
     pub worker: WorkerSettings,
     pub telemetry: TelemetrySettings,
 }
@@ -119,6 +120,18 @@ pub struct DispatcherSettings {
     pub claim_timeout_seconds: u64,
     pub publish_backoff_base_ms: u64,
     pub publish_backoff_max_ms: u64,
+    pub maintenance_interval_ms: u64,
+    pub lost_message_grace_seconds: u64,
+    pub recovery_batch_size: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSettings {
+    pub events_hours: u64,
+    pub finished_jobs_days: u64,
+    pub failed_jobs_days: u64,
+    pub batch_size: i64,
 }
 
 impl DispatcherSettings {
@@ -135,6 +148,8 @@ pub struct WorkerSettings {
     pub lease_seconds: u64,
     pub pop_timeout_seconds: u64,
     pub drain_timeout_seconds: u64,
+    pub retry_backoff_base_ms: u64,
+    pub retry_backoff_max_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -227,6 +242,9 @@ impl Settings {
         }
         if self.jobs.max_attempts < 1 {
             return unsafe_setting("jobs.max_attempts must be at least 1");
+        }
+        if self.worker.lease_seconds < 2 {
+            return unsafe_setting("worker.lease_seconds must be at least 2");
         }
         if self.dispatcher.batch_size < 1 {
             return unsafe_setting("dispatcher.batch_size must be at least 1");

@@ -33,7 +33,10 @@ impl WorkerContext {
             store: Arc::new(LocalStore::new(&settings.storage.data_dir)),
             handlers: Registry::standard(),
             lease: Duration::from_secs(settings.worker.lease_seconds),
-            retry_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+            retry_backoff: Backoff::new(
+                Duration::from_millis(settings.worker.retry_backoff_base_ms),
+                Duration::from_millis(settings.worker.retry_backoff_max_ms),
+            ),
         })
     }
 }

@@ -1,19 +1,34 @@
-//! Runs one popped message: parse, claim, run the handler, write the outcome back fenced.
+//! Runs one popped message: parse, claim, run the handler beside its heartbeat, write the
+//! outcome back fenced.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use diesel_async::AsyncConnection;
+use diesel_async::{AsyncConnection, AsyncPgConnection};
 use quire_shared::broker::{MESSAGE_VERSION, WireMessage};
 use quire_shared::db::jobs::{self, Fence, Job};
 use quire_shared::db::{DbError, documents};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::context::WorkerContext;
+use crate::handlers::JobHandler;
+use crate::heartbeat;
 use crate::outcome::JobError;
 
+/// How a run ended.
+enum Ended {
+    Finished(Result<(), JobError>),
+    /// The heartbeat found the job cancelled or taken over: no write-back.
+    Lost,
+    /// The worker is shutting down past its drain deadline.
+    Stopped,
+}
+
 /// Handles one raw message. Never panics on bad input: a malformed message is logged and
-/// dropped (the outbox's lost-message recovery re-announces any real job).
-pub async fn handle(context: &Arc<WorkerContext>, raw: &str) {
+/// dropped (lost-message recovery re-announces any real job). `stop` cancels a running
+/// job at the drain deadline; it is queued again at once.
+pub async fn handle(context: &Arc<WorkerContext>, raw: &str, stop: &CancellationToken) {
     let message = match serde_json::from_str::<WireMessage>(raw) {
         Ok(message) if message.v == MESSAGE_VERSION => message,
         Ok(message) => {
@@ -36,12 +51,19 @@ pub async fn handle(context: &Arc<WorkerContext>, raw: &str) {
         worker_id = %context.worker_id,
         task_id = %message.task_id,
     );
-    if let Err(error) = process(context, &message).instrument(span.clone()).await {
+    if let Err(error) = process(context, &message, stop)
+        .instrument(span.clone())
+        .await
+    {
         span.in_scope(|| tracing::error!(error = format!("{error:#}"), "job processing failed"));
     }
 }
 
-async fn process(context: &WorkerContext, message: &WireMessage) -> anyhow::Result<()> {
+async fn process(
+    context: &Arc<WorkerContext>,
+    message: &WireMessage,
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
     let claimed = {
         let mut conn = context.pool.get().await?;
         jobs::claim_job(
@@ -63,18 +85,62 @@ async fn process(context: &WorkerContext, message: &WireMessage) -> anyhow::Resu
         .fence()
         .ok_or_else(|| anyhow::anyhow!("a claimed job has no worker id"))?;
     tracing::info!(attempt = job.attempts, "job claimed");
-    let outcome = run_handler(context, &job).await;
-    finish(context, &job, &fence, outcome).await
+    let handler = context.handlers.get(&job.job_type).cloned();
+
+    let lost = CancellationToken::new();
+    let beating = tokio::spawn(heartbeat::run(
+        Arc::clone(context),
+        fence.clone(),
+        lost.clone(),
+    ));
+    let ended = tokio::select! {
+        outcome = run_handler(context, handler.as_deref(), &job, &lost) => Ended::Finished(outcome),
+        _ = lost.cancelled() => Ended::Lost,
+        _ = stop.cancelled() => Ended::Stopped,
+    };
+    beating.abort();
+
+    match ended {
+        Ended::Finished(outcome) => {
+            finish(context, handler.as_deref(), &job, &fence, outcome).await
+        }
+        Ended::Lost => {
+            tracing::info!("job stopped without side effects: it was cancelled or taken over");
+            Ok(())
+        }
+        Ended::Stopped => {
+            let mut conn = context.pool.get().await?;
+            let requeued = jobs::requeue_for_retry(
+                &mut conn,
+                &fence,
+                Duration::ZERO,
+                "worker_shutdown",
+                "the worker shut down before the job finished",
+            )
+            .await?;
+            if requeued {
+                tracing::warn!("job stopped by shutdown and queued again");
+            } else {
+                stale(&fence);
+            }
+            Ok(())
+        }
+    }
 }
 
-async fn run_handler(context: &WorkerContext, job: &Job) -> Result<(), JobError> {
-    let Some(handler) = context.handlers.get(&job.job_type) else {
+async fn run_handler(
+    context: &WorkerContext,
+    handler: Option<&dyn JobHandler>,
+    job: &Job,
+    cancelled: &CancellationToken,
+) -> Result<(), JobError> {
+    let Some(handler) = handler else {
         return Err(JobError::permanent(
             "unsupported_job_type",
             "no worker can run this job type",
         ));
     };
-    match tokio::time::timeout(handler.time_limit(), handler.run(context, job)).await {
+    match tokio::time::timeout(handler.time_limit(), handler.run(context, job, cancelled)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(JobError::Transient {
             code: "timed_out",
@@ -84,22 +150,33 @@ async fn run_handler(context: &WorkerContext, job: &Job) -> Result<(), JobError>
     }
 }
 
+fn stale(fence: &Fence) {
+    tracing::warn!(
+        job_id = %fence.job_id,
+        attempt = fence.attempt,
+        "stale write-back ignored: the job moved on without this worker"
+    );
+}
+
 /// Writes the outcome, fenced: a stale worker's write changes nothing and is logged.
 async fn finish(
     context: &WorkerContext,
+    handler: Option<&dyn JobHandler>,
     job: &Job,
     fence: &Fence,
     outcome: Result<(), JobError>,
 ) -> anyhow::Result<()> {
     let mut conn = context.pool.get().await?;
     let applied = match &outcome {
-        Ok(()) => jobs::mark_succeeded(&mut conn, fence).await?,
+        Ok(()) => succeed(&mut conn, handler, job, fence).await?,
         Err(JobError::Transient {
             code,
             message,
             cause,
         }) if job.attempts < job.max_attempts => {
-            let delay = context.retry_backoff.delay(job.attempts.max(1) as u32);
+            let delay = context
+                .retry_backoff
+                .delay(job.attempts.max(1).unsigned_abs());
             tracing::warn!(
                 code,
                 cause = cause.as_ref().map(|cause| format!("{cause:#}")),
@@ -118,20 +195,38 @@ async fn finish(
             fail(&mut conn, job, fence, error, fail_document).await?
         }
     };
-    if applied {
-        if outcome.is_ok() {
-            tracing::info!("job succeeded");
-        }
-    } else {
-        tracing::warn!(job_id = %fence.job_id, attempt = fence.attempt, "stale write-back ignored: the job moved on without this worker");
+    match (applied, outcome.is_ok()) {
+        (true, true) => tracing::info!("job succeeded"),
+        (true, false) => {}
+        (false, _) => stale(fence),
     }
     Ok(())
+}
+
+/// `RUNNING → SUCCEEDED` and the handler's own completion writes, in one transaction:
+/// an effect never commits for a job whose fence no longer holds.
+async fn succeed(
+    conn: &mut AsyncPgConnection,
+    handler: Option<&dyn JobHandler>,
+    job: &Job,
+    fence: &Fence,
+) -> Result<bool, DbError> {
+    conn.transaction::<_, DbError, _>(async |conn| {
+        if !jobs::mark_succeeded(conn, fence).await? {
+            return Ok(false);
+        }
+        if let Some(handler) = handler {
+            handler.commit_success(conn, job).await?;
+        }
+        Ok(true)
+    })
+    .await
 }
 
 /// `RUNNING → FAILED` and, when asked, the document `FAILED` — in one transaction, so the
 /// document never fails for a job whose fence no longer holds.
 async fn fail(
-    conn: &mut diesel_async::AsyncPgConnection,
+    conn: &mut AsyncPgConnection,
     job: &Job,
     fence: &Fence,
     error: &JobError,

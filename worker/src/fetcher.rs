@@ -36,6 +36,8 @@ pub async fn run(
     let pop_guard = Duration::from_secs(pop_timeout + 5);
     let redis_url = settings.redis.url.expose().to_owned();
     let mut tasks = JoinSet::new();
+    // Cancelled at the drain deadline: running jobs stop and are queued again at once.
+    let hard_stop = CancellationToken::new();
     let mut connection: Option<MultiplexedConnection> = None;
     let mut delays = reconnect_delays();
 
@@ -76,8 +78,9 @@ pub async fn run(
         match popped {
             Ok(Ok(Some((_list, raw)))) => {
                 let context = Arc::clone(&context);
+                let hard_stop = hard_stop.clone();
                 tasks.spawn(async move {
-                    executor::handle(&context, &raw).await;
+                    executor::handle(&context, &raw, &hard_stop).await;
                     drop(permit);
                 });
             }
@@ -95,6 +98,7 @@ pub async fn run(
     drain(
         tasks,
         Duration::from_secs(settings.worker.drain_timeout_seconds),
+        hard_stop,
     )
     .await;
 }
@@ -112,22 +116,35 @@ async fn pause(
     }
 }
 
-/// Lets in-flight jobs finish until the deadline; jobs still running then are abandoned
-/// with their lease, which the rescuer reclaims.
-async fn drain(mut tasks: JoinSet<()>, deadline: Duration) {
+/// Lets in-flight jobs finish until the deadline, then stops the rest, which queue
+/// themselves again at once (nobody waits for their leases to expire).
+async fn drain(mut tasks: JoinSet<()>, deadline: Duration, hard_stop: CancellationToken) {
     if tasks.is_empty() {
         return;
     }
     tracing::info!(in_flight = tasks.len(), "draining in-flight jobs");
-    let drained = tokio::time::timeout(deadline, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
+    if join_all(&mut tasks, deadline).await {
+        return;
+    }
+    tracing::warn!(
+        running = tasks.len(),
+        "drain deadline passed, stopping running jobs and queueing them again"
+    );
+    hard_stop.cancel();
+    if !join_all(&mut tasks, Duration::from_secs(10)).await {
         tracing::warn!(
             abandoned = tasks.len(),
-            "drain deadline passed, abandoning running jobs to their leases"
+            "jobs did not stop, leaving them to their leases"
         );
         tasks.abort_all();
     }
+}
+
+/// True when every task ended within `deadline`.
+async fn join_all(tasks: &mut JoinSet<()>, deadline: Duration) -> bool {
+    tokio::time::timeout(deadline, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await
+    .is_ok()
 }

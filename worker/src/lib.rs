@@ -6,6 +6,7 @@ mod context;
 mod executor;
 mod fetcher;
 mod handlers;
+mod heartbeat;
 mod outcome;
 
 use std::sync::Arc;

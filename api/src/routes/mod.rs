@@ -3,6 +3,7 @@
 mod documents;
 mod health;
 mod jobs;
+mod trash;
 
 use actix_web::web;
 
@@ -13,6 +14,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::scope("/api")
                 .route("/documents", web::post().to(documents::upload))
                 .route("/documents/{document_id}", web::get().to(documents::get))
+                .route("/documents/{document_id}", web::delete().to(trash::trash))
+                .route(
+                    "/documents/{document_id}/restore",
+                    web::post().to(trash::restore),
+                )
                 .route(
                     "/documents/{document_id}/processing-jobs",
                     web::get().to(jobs::list),
@@ -20,6 +26,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(
                     "/documents/{document_id}/processing-jobs/{job_id}",
                     web::get().to(jobs::get),
+                )
+                .route(
+                    "/documents/{document_id}/processing-jobs/{job_id}/retry",
+                    web::post().to(jobs::retry),
                 ),
         );
 }

@@ -138,3 +138,78 @@ pub async fn mark_document_failed(
         .await?;
     Ok(updated == 1)
 }
+
+/// Sets `trashed_at` on a live document of this tenant; `None` when there is none.
+pub async fn trash_document(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Document>, DbError> {
+    Ok(diesel::update(documents::table)
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .filter(documents::trashed_at.is_null())
+        .set((
+            documents::trashed_at.eq(diesel::dsl::now),
+            documents::updated_at.eq(diesel::dsl::now),
+        ))
+        .returning(Document::as_returning())
+        .get_result(conn)
+        .await
+        .optional()?)
+}
+
+/// Clears `trashed_at` on a trashed document of this tenant; `None` when there is none.
+pub async fn restore_document(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Document>, DbError> {
+    Ok(diesel::update(documents::table)
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .filter(documents::trashed_at.is_not_null())
+        .set((
+            documents::trashed_at.eq(None::<OffsetDateTime>),
+            documents::updated_at.eq(diesel::dsl::now),
+        ))
+        .returning(Document::as_returning())
+        .get_result(conn)
+        .await
+        .optional()?)
+}
+
+/// A document of this tenant, trashed or not.
+pub async fn find_document_including_trashed(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Document>, DbError> {
+    Ok(documents::table
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .select(Document::as_select())
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+/// Back to `PENDING` with no error, for a document whose failed job is retried.
+pub async fn mark_document_pending(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+) -> Result<bool, DbError> {
+    let updated = diesel::update(documents::table)
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .filter(documents::status.eq(DocumentStatus::Failed))
+        .set((
+            documents::status.eq(DocumentStatus::Pending),
+            documents::processing_error.eq(None::<String>),
+            documents::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(updated == 1)
+}

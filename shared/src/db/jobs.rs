@@ -233,6 +233,169 @@ pub async fn requeue_for_retry(
     Ok(requeued.count == 1)
 }
 
+/// What a heartbeat found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beat {
+    /// The fence holds; the lease was extended.
+    Extended,
+    /// The job moved on without this worker (cancelled, rescued, gone): stop working on it.
+    Lost(Option<JobStatus>),
+}
+
+#[derive(QueryableByName)]
+struct BeatRow {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    extended: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    status: Option<JobStatus>,
+}
+
+/// Fenced lease extension that also reads the job's status, in one statement.
+pub async fn heartbeat(
+    conn: &mut AsyncPgConnection,
+    fence: &Fence,
+    lease: Duration,
+) -> Result<Beat, DbError> {
+    let row = diesel::sql_query(
+        "WITH beat AS ( \
+             UPDATE processing_jobs \
+             SET heartbeat_at = now(), lease_expires_at = now() + $4 * interval '1 millisecond' \
+             WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
+             RETURNING status) \
+         SELECT EXISTS (SELECT 1 FROM beat) AS extended, \
+                (SELECT status FROM processing_jobs WHERE id = $1) AS status",
+    )
+    .bind::<SqlUuid, _>(fence.job_id)
+    .bind::<Text, _>(&fence.worker_id)
+    .bind::<Int4, _>(fence.attempt)
+    .bind::<Int8, _>(duration_millis(lease))
+    .get_result::<BeatRow>(conn)
+    .await?;
+    Ok(if row.extended {
+        Beat::Extended
+    } else {
+        Beat::Lost(row.status)
+    })
+}
+
+/// Fenced `RUNNING → CANCELLED`, for a worker that finds its job's subject gone.
+pub async fn mark_cancelled(
+    conn: &mut AsyncPgConnection,
+    fence: &Fence,
+    error_code: &str,
+    safe_message: &str,
+) -> Result<bool, DbError> {
+    let updated = diesel::sql_query(
+        "UPDATE processing_jobs \
+         SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
+             error_code = $4, error_message = $5, updated_at = now() \
+         WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3",
+    )
+    .bind::<SqlUuid, _>(fence.job_id)
+    .bind::<Text, _>(&fence.worker_id)
+    .bind::<Int4, _>(fence.attempt)
+    .bind::<Text, _>(error_code)
+    .bind::<Text, _>(bounded(safe_message))
+    .execute(conn)
+    .await?;
+    Ok(updated == 1)
+}
+
+/// `FAILED → QUEUED` by an authorized retry, for this tenant's document only: a new
+/// outbox event due now and a fresh budget of `fresh_attempts` automatic attempts.
+/// False when the job is not (or no longer) `FAILED`.
+pub async fn retry_failed_job(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+    job_id: Uuid,
+    fresh_attempts: i32,
+) -> Result<bool, DbError> {
+    let event_id = Uuid::now_v7();
+    let retried = diesel::sql_query(
+        "WITH job AS ( \
+             UPDATE processing_jobs \
+             SET status = 'QUEUED', current_event_id = $4, max_attempts = attempts + $5, \
+                 worker_id = NULL, lease_expires_at = NULL, heartbeat_at = NULL, \
+                 started_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, \
+                 queued_at = now(), updated_at = now() \
+             WHERE id = $1 AND tenant_id = $2 AND document_id = $3 AND status = 'FAILED' \
+             RETURNING id, tenant_id, job_type), \
+         event AS ( \
+             INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
+             SELECT $4, job.id, job.tenant_id, job.job_type, \
+                    jsonb_build_object('v', 1, 'event_id', $4, 'job_id', job.id, \
+                                       'tenant_id', job.tenant_id, 'job_type', job.job_type), \
+                    'PENDING', now() \
+             FROM job RETURNING id) \
+         SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",
+    )
+    .bind::<SqlUuid, _>(job_id)
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<SqlUuid, _>(document_id)
+    .bind::<SqlUuid, _>(event_id)
+    .bind::<Int4, _>(fresh_attempts)
+    .get_result::<Count>(conn)
+    .await?;
+    Ok(retried.count == 1)
+}
+
+/// `QUEUED | RUNNING → CANCELLED` for every active job of a document, and
+/// `PENDING | PUBLISHING → CANCELLED` for their events, in one statement (call in the
+/// trash transaction). A running handler notices at its next heartbeat.
+pub async fn cancel_document_jobs(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+) -> Result<usize, DbError> {
+    let cancelled = diesel::sql_query(
+        "WITH jobs AS ( \
+             UPDATE processing_jobs \
+             SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
+                 error_code = 'cancelled', error_message = 'the document was trashed', \
+                 updated_at = now() \
+             WHERE tenant_id = $1 AND document_id = $2 AND status IN ('QUEUED', 'RUNNING') \
+             RETURNING id), \
+         events AS ( \
+             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
+             WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING') \
+             RETURNING id) \
+         SELECT count(*) AS count FROM jobs",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<SqlUuid, _>(document_id)
+    .get_result::<Count>(conn)
+    .await?;
+    Ok(usize::try_from(cancelled.count).unwrap_or(0))
+}
+
+/// `QUEUED | RUNNING → CANCELLED` for the given jobs and their undelivered events
+/// (operators and tests; the API cancels through documents).
+pub async fn cancel_jobs(
+    conn: &mut AsyncPgConnection,
+    job_ids: &[Uuid],
+    safe_message: &str,
+) -> Result<usize, DbError> {
+    let cancelled = diesel::sql_query(
+        "WITH jobs AS ( \
+             UPDATE processing_jobs \
+             SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
+                 error_code = 'cancelled', error_message = $2, updated_at = now() \
+             WHERE id = ANY($1) AND status IN ('QUEUED', 'RUNNING') \
+             RETURNING id), \
+         events AS ( \
+             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
+             WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING') \
+             RETURNING id) \
+         SELECT count(*) AS count FROM jobs",
+    )
+    .bind::<Array<SqlUuid>, _>(job_ids)
+    .bind::<Text, _>(bounded(safe_message))
+    .get_result::<Count>(conn)
+    .await?;
+    Ok(usize::try_from(cancelled.count).unwrap_or(0))
+}
+
 /// The jobs of one of this tenant's documents, oldest first.
 pub async fn list_document_jobs(
     conn: &mut AsyncPgConnection,

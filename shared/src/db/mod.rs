@@ -3,6 +3,7 @@
 
 pub mod documents;
 pub mod jobs;
+pub mod maintenance;
 pub mod migrate;
 pub mod outbox;
 pub mod schema;

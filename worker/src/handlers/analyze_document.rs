@@ -6,6 +6,7 @@ use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
 use quire_shared::db::jobs::Job;
 use quire_shared::db::{documents, tenants};
 use quire_shared::states::TenantStatus;
+use tokio_util::sync::CancellationToken;
 
 use super::JobHandler;
 use super::integrity;
@@ -20,7 +21,12 @@ impl JobHandler for AnalyzeDocument {
         JobType::AnalyzeDocument
     }
 
-    async fn run(&self, context: &WorkerContext, job: &Job) -> Result<(), JobError> {
+    async fn run(
+        &self,
+        context: &WorkerContext,
+        job: &Job,
+        _cancelled: &CancellationToken,
+    ) -> Result<(), JobError> {
         let payload: AnalyzeDocumentPayload = serde_json::from_value(job.payload.clone())
             .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
         let version = {

@@ -1,6 +1,8 @@
 //! One module per job type; registration in one place.
 
 mod analyze_document;
+#[cfg(feature = "fault-injection")]
+mod fault_test;
 mod integrity;
 
 use std::collections::BTreeMap;
@@ -8,8 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use diesel_async::AsyncPgConnection;
 use quire_shared::catalogue::JobType;
+use quire_shared::db::DbError;
 use quire_shared::db::jobs::Job;
+use tokio_util::sync::CancellationToken;
 
 use crate::context::WorkerContext;
 use crate::outcome::JobError;
@@ -23,7 +28,24 @@ pub trait JobHandler: Send + Sync {
         Duration::from_secs(300)
     }
 
-    async fn run(&self, context: &WorkerContext, job: &Job) -> Result<(), JobError>;
+    /// Does the work. `cancelled` fires when the job was cancelled or taken over; a
+    /// handler checks it at step boundaries (the executor also drops the run at once).
+    async fn run(
+        &self,
+        context: &WorkerContext,
+        job: &Job,
+        cancelled: &CancellationToken,
+    ) -> Result<(), JobError>;
+
+    /// Writes that must commit with the job's success, in the same transaction as the
+    /// fenced `SUCCEEDED` (for example the document's new status).
+    async fn commit_success(
+        &self,
+        _conn: &mut AsyncPgConnection,
+        _job: &Job,
+    ) -> Result<(), DbError> {
+        Ok(())
+    }
 }
 
 pub struct Registry(BTreeMap<&'static str, Arc<dyn JobHandler>>);
@@ -33,6 +55,8 @@ impl Registry {
     pub fn standard() -> Self {
         let mut registry = Self(BTreeMap::new());
         registry.add(Arc::new(analyze_document::AnalyzeDocument));
+        #[cfg(feature = "fault-injection")]
+        registry.add(Arc::new(fault_test::FaultTest));
         registry
     }
 

@@ -1,0 +1,292 @@
+//! Recovery and retention (DESIGN §5): the rescuer, lost-message recovery and pruning.
+//! Every statement re-checks, in its own WHERE, what the caller saw when it chose the
+//! rows, so it is safe with any number of dispatchers and with workers finishing at the
+//! same moment.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Int4, Int8, Nullable, Text, Uuid as SqlUuid};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::future::BoxFuture;
+use uuid::Uuid;
+
+use super::DbError;
+use super::jobs::duration_millis;
+
+/// Advisory lock keys of the periodic tasks that must run once per tick.
+pub mod locks {
+    pub const RESCUER: i64 = 0x5155_4952_0001;
+    pub const LOST_MESSAGES: i64 = 0x5155_4952_0002;
+    pub const RETENTION: i64 = 0x5155_4952_0003;
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = Int8)]
+    count: i64,
+}
+
+#[derive(QueryableByName)]
+struct Locked {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    locked: bool,
+}
+
+/// Runs `task` in a transaction holding the advisory lock `key`, or skips it (`None`)
+/// when another process holds the lock for this tick.
+pub async fn once_per_tick<T, F>(
+    conn: &mut AsyncPgConnection,
+    key: i64,
+    task: F,
+) -> Result<Option<T>, DbError>
+where
+    T: Send,
+    F: for<'r> FnOnce(&'r mut AsyncPgConnection) -> BoxFuture<'r, Result<T, DbError>> + Send,
+{
+    conn.transaction::<_, DbError, _>(async |conn| {
+        let locked = diesel::sql_query("SELECT pg_try_advisory_xact_lock($1) AS locked")
+            .bind::<Int8, _>(key)
+            .get_result::<Locked>(conn)
+            .await?
+            .locked;
+        if !locked {
+            return Ok(None);
+        }
+        Ok(Some(task(conn).await?))
+    })
+    .await
+}
+
+#[derive(QueryableByName)]
+struct Expired {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = Int4)]
+    attempts: i32,
+    #[diesel(sql_type = Int4)]
+    max_attempts: i32,
+}
+
+/// What one rescue pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Rescued {
+    pub requeued: usize,
+    pub failed: usize,
+}
+
+/// `RUNNING` jobs whose lease expired: back to `QUEUED` with a new event due now, or
+/// `FAILED` (`worker_lost`) when their attempts are spent — a poison pill that kills its
+/// worker every time ends here instead of looping. Each UPDATE re-checks status,
+/// attempt and lease, so a job that finished meanwhile keeps its result.
+pub async fn rescue_expired_leases(
+    conn: &mut AsyncPgConnection,
+    limit: i64,
+) -> Result<Rescued, DbError> {
+    let expired: Vec<Expired> = diesel::sql_query(
+        "SELECT id, attempts, max_attempts FROM processing_jobs \
+         WHERE status = 'RUNNING' AND lease_expires_at < now() \
+         ORDER BY lease_expires_at LIMIT $1",
+    )
+    .bind::<Int8, _>(limit)
+    .load(conn)
+    .await?;
+    let (retry, spent): (Vec<&Expired>, Vec<&Expired>) = expired
+        .iter()
+        .partition(|job| job.attempts < job.max_attempts);
+
+    let requeued = if retry.is_empty() {
+        0
+    } else {
+        let ids: Vec<Uuid> = retry.iter().map(|job| job.id).collect();
+        let attempts: Vec<i32> = retry.iter().map(|job| job.attempts).collect();
+        let events: Vec<Uuid> = retry.iter().map(|_| Uuid::now_v7()).collect();
+        diesel::sql_query(
+            "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::int4[], $3::uuid[]) AS s(id, attempts, event_id)), \
+             job AS ( \
+                 UPDATE processing_jobs AS j \
+                 SET status = 'QUEUED', current_event_id = seen.event_id, worker_id = NULL, \
+                     lease_expires_at = NULL, heartbeat_at = NULL, error_code = 'worker_lost', \
+                     error_message = 'the worker running this job stopped responding', updated_at = now() \
+                 FROM seen \
+                 WHERE j.id = seen.id AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
+                   AND j.lease_expires_at < now() AND j.attempts < j.max_attempts \
+                 RETURNING j.id, j.tenant_id, j.job_type, seen.event_id), \
+             event AS ( \
+                 INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
+                 SELECT job.event_id, job.id, job.tenant_id, job.job_type, \
+                        jsonb_build_object('v', 1, 'event_id', job.event_id, 'job_id', job.id, \
+                                           'tenant_id', job.tenant_id, 'job_type', job.job_type), \
+                        'PENDING', now() \
+                 FROM job RETURNING id) \
+             SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",
+        )
+        .bind::<Array<SqlUuid>, _>(ids)
+        .bind::<Array<Int4>, _>(attempts)
+        .bind::<Array<SqlUuid>, _>(events)
+        .get_result::<Count>(conn)
+        .await?
+        .count
+    };
+
+    let failed = if spent.is_empty() {
+        0
+    } else {
+        let ids: Vec<Uuid> = spent.iter().map(|job| job.id).collect();
+        let attempts: Vec<i32> = spent.iter().map(|job| job.attempts).collect();
+        diesel::sql_query(
+            "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::int4[]) AS s(id, attempts)), \
+             job AS ( \
+                 UPDATE processing_jobs AS j \
+                 SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
+                     error_code = 'worker_lost', \
+                     error_message = 'the job stopped its worker on every attempt', updated_at = now() \
+                 FROM seen \
+                 WHERE j.id = seen.id AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
+                   AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts \
+                 RETURNING j.id, j.tenant_id, j.document_id, j.job_type), \
+             document AS ( \
+                 UPDATE documents AS d \
+                 SET status = 'FAILED', processing_error = 'processing this document kept failing', \
+                     updated_at = now() \
+                 FROM job \
+                 WHERE d.id = job.document_id AND d.tenant_id = job.tenant_id \
+                   AND job.job_type = 'analyze-document' \
+                 RETURNING d.id) \
+             SELECT count(*) AS count FROM job",
+        )
+        .bind::<Array<SqlUuid>, _>(ids)
+        .bind::<Array<Int4>, _>(attempts)
+        .get_result::<Count>(conn)
+        .await?
+        .count
+    };
+    Ok(Rescued {
+        requeued: usize::try_from(requeued).unwrap_or(0),
+        failed: usize::try_from(failed).unwrap_or(0),
+    })
+}
+
+#[derive(QueryableByName)]
+struct Unclaimed {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    current_event_id: Uuid,
+}
+
+/// Lost-message recovery by the FIFO rule: a `QUEUED` job of `job_type` whose current
+/// event was `PUBLISHED` before the oldest message still in its list (`oldest_event_id`,
+/// or `None` for an empty list) — and before `now() - grace` — was popped and never
+/// claimed, or Redis lost it. It gets a new event due now; the old message, if it ever
+/// turns up, claims nothing. Returns how many jobs were re-announced.
+pub async fn reannounce_lost(
+    conn: &mut AsyncPgConnection,
+    job_type: &str,
+    oldest_event_id: Option<Uuid>,
+    grace: Duration,
+    limit: i64,
+) -> Result<usize, DbError> {
+    let unclaimed: Vec<Unclaimed> = diesel::sql_query(
+        "SELECT j.id, j.current_event_id \
+         FROM processing_jobs j JOIN outbox_events e ON e.id = j.current_event_id \
+         WHERE j.status = 'QUEUED' AND j.job_type = $1 AND e.status = 'PUBLISHED' \
+           AND e.published_at < now() - $2 * interval '1 millisecond' \
+           AND e.published_at < COALESCE( \
+               (SELECT published_at FROM outbox_events WHERE id = $3), 'infinity'::timestamptz) \
+         ORDER BY e.published_at LIMIT $4",
+    )
+    .bind::<Text, _>(job_type)
+    .bind::<Int8, _>(duration_millis(grace))
+    .bind::<Nullable<SqlUuid>, _>(oldest_event_id)
+    .bind::<Int8, _>(limit)
+    .load(conn)
+    .await?;
+    if unclaimed.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = unclaimed.iter().map(|job| job.id).collect();
+    let old_events: Vec<Uuid> = unclaimed.iter().map(|job| job.current_event_id).collect();
+    let new_events: Vec<Uuid> = unclaimed.iter().map(|_| Uuid::now_v7()).collect();
+    let count = diesel::sql_query(
+        "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[]) AS s(id, old_event, new_event)), \
+         job AS ( \
+             UPDATE processing_jobs AS j \
+             SET current_event_id = seen.new_event, updated_at = now() \
+             FROM seen \
+             WHERE j.id = seen.id AND j.status = 'QUEUED' AND j.current_event_id = seen.old_event \
+             RETURNING j.id, j.tenant_id, j.job_type, seen.new_event), \
+         event AS ( \
+             INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
+             SELECT job.new_event, job.id, job.tenant_id, job.job_type, \
+                    jsonb_build_object('v', 1, 'event_id', job.new_event, 'job_id', job.id, \
+                                       'tenant_id', job.tenant_id, 'job_type', job.job_type), \
+                    'PENDING', now() \
+             FROM job RETURNING id) \
+         SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",
+    )
+    .bind::<Array<SqlUuid>, _>(ids)
+    .bind::<Array<SqlUuid>, _>(old_events)
+    .bind::<Array<SqlUuid>, _>(new_events)
+    .get_result::<Count>(conn)
+    .await?
+    .count;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
+/// How long finished work is kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    pub events: Duration,
+    pub finished_jobs: Duration,
+    pub failed_jobs: Duration,
+    pub batch: i64,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pruned {
+    pub events: usize,
+    pub jobs: usize,
+}
+
+/// Deletes old delivered or cancelled events that no active job still depends on, then
+/// old finished jobs with their events (`FAILED` ones are kept longer). Batched.
+pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Result<Pruned, DbError> {
+    let events = diesel::sql_query(
+        "WITH doomed AS ( \
+             SELECT e.id FROM outbox_events e JOIN processing_jobs j ON j.id = e.job_id \
+             WHERE e.status IN ('PUBLISHED', 'CANCELLED') \
+               AND e.created_at < now() - $1 * interval '1 millisecond' \
+               AND (j.current_event_id IS DISTINCT FROM e.id \
+                    OR j.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) \
+             LIMIT $2), \
+         gone AS (DELETE FROM outbox_events WHERE id IN (SELECT id FROM doomed) RETURNING id) \
+         SELECT count(*) AS count FROM gone",
+    )
+    .bind::<Int8, _>(duration_millis(retention.events))
+    .bind::<Int8, _>(retention.batch)
+    .get_result::<Count>(conn)
+    .await?
+    .count;
+    let jobs = diesel::sql_query(
+        "WITH doomed AS ( \
+             SELECT id FROM processing_jobs \
+             WHERE (status IN ('SUCCEEDED', 'CANCELLED') \
+                    AND finished_at < now() - $1 * interval '1 millisecond') \
+                OR (status = 'FAILED' AND finished_at < now() - $2 * interval '1 millisecond') \
+             LIMIT $3 FOR UPDATE SKIP LOCKED), \
+         gone_events AS (DELETE FROM outbox_events WHERE job_id IN (SELECT id FROM doomed)), \
+         gone AS (DELETE FROM processing_jobs WHERE id IN (SELECT id FROM doomed) RETURNING id) \
+         SELECT count(*) AS count FROM gone",
+    )
+    .bind::<Int8, _>(duration_millis(retention.finished_jobs))
+    .bind::<Int8, _>(duration_millis(retention.failed_jobs))
+    .bind::<Int8, _>(retention.batch)
+    .get_result::<Count>(conn)
+    .await?
+    .count;
+    Ok(Pruned {
+        events: usize::try_from(events).unwrap_or(0),
+        jobs: usize::try_from(jobs).unwrap_or(0),
+    })
+}

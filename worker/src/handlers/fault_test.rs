@@ -1,0 +1,82 @@
+//! `fault-test`: the fault suite's oracle (feature `fault-injection` only). Each run logs
+//! its start in `fault_starts`; its effect is a row in `fault_effects`, keyed by job id,
+//! written in the same transaction as the job's success — a second effect for the same
+//! job counts in `duplicates` instead of failing. The suite creates both tables.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use diesel::sql_types::{Int4, Text, Uuid as SqlUuid};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use quire_shared::catalogue::{FaultTestPayload, JobType};
+use quire_shared::db::DbError;
+use quire_shared::db::jobs::Job;
+use tokio_util::sync::CancellationToken;
+
+use super::JobHandler;
+use crate::context::WorkerContext;
+use crate::outcome::JobError;
+
+pub struct FaultTest;
+
+#[async_trait]
+impl JobHandler for FaultTest {
+    fn job_type(&self) -> JobType {
+        JobType::FaultTest
+    }
+
+    async fn run(
+        &self,
+        context: &WorkerContext,
+        job: &Job,
+        cancelled: &CancellationToken,
+    ) -> Result<(), JobError> {
+        let payload: FaultTestPayload = serde_json::from_value(job.payload.clone())
+            .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
+        let unavailable = |error: DbError| {
+            JobError::transient("database_unavailable", "the database is unavailable", error)
+        };
+        {
+            let mut conn = context
+                .pool
+                .get()
+                .await
+                .map_err(|error| unavailable(error.into()))?;
+            diesel::sql_query(
+                "INSERT INTO fault_starts (job_id, worker_id, attempt) VALUES ($1, $2, $3)",
+            )
+            .bind::<SqlUuid, _>(job.id)
+            .bind::<Text, _>(&context.worker_id)
+            .bind::<Int4, _>(job.attempts)
+            .execute(&mut conn)
+            .await
+            .map_err(|error| unavailable(error.into()))?;
+        }
+        if payload.abort {
+            tracing::warn!("fault-test job aborts its worker");
+            std::process::abort();
+        }
+        let mut left = payload.work_ms;
+        while left > 0 {
+            // A step boundary: a cancelled job stops here without its effect.
+            if cancelled.is_cancelled() {
+                return Ok(());
+            }
+            let step = left.min(100);
+            tokio::time::sleep(Duration::from_millis(step)).await;
+            left -= step;
+        }
+        Ok(())
+    }
+
+    async fn commit_success(&self, conn: &mut AsyncPgConnection, job: &Job) -> Result<(), DbError> {
+        diesel::sql_query(
+            "INSERT INTO fault_effects (job_id) VALUES ($1) \
+             ON CONFLICT (job_id) DO UPDATE SET duplicates = fault_effects.duplicates + 1",
+        )
+        .bind::<SqlUuid, _>(job.id)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+}
