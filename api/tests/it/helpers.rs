@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use quire_api::Application;
+use quire_shared::catalogue::{FaultTestPayload, JobType};
+use quire_shared::config::Settings;
 use quire_shared::db::jobs::{self, Job};
 use quire_shared::db::{PgPool, tenants};
 use quire_shared::states::{JobStatus, TenantStatus};
@@ -173,6 +175,105 @@ impl TestApp {
         })
         .await
     }
+}
+
+impl TestApp {
+    /// The fault oracle's tables (see the worker's `fault-test` handler).
+    pub async fn create_oracle_tables(&self) {
+        create_oracle_tables(&self.pool).await;
+    }
+
+    /// Enqueues `count` `fault-test` jobs of tenant A, committed in batches.
+    pub async fn enqueue_fault_jobs(&self, count: usize, payload: FaultTestPayload) -> Vec<Uuid> {
+        enqueue_fault_jobs(
+            &self.pool,
+            self.tenant_id,
+            count,
+            payload,
+            self.context.settings.jobs.max_attempts,
+        )
+        .await
+    }
+
+    /// Settings of this app with `change` applied (for a worker or dispatcher that
+    /// differs from the others).
+    pub fn settings_with(&self, change: impl FnOnce(&mut Settings)) -> Settings {
+        let mut settings = self.context.settings.clone();
+        change(&mut settings);
+        settings
+    }
+
+    pub fn start_worker_with(&self, settings: Settings) -> RunningWorker {
+        let stop = self.shutdown.child_token();
+        let handle = tokio::spawn(quire_worker::run(settings, stop.clone()));
+        RunningWorker { stop, handle }
+    }
+}
+
+pub async fn create_oracle_tables(pool: &PgPool) {
+    let mut conn = pool.get().await.expect("connection");
+    for statement in [
+        "CREATE TABLE IF NOT EXISTS fault_effects ( \
+             job_id uuid PRIMARY KEY, duplicates integer NOT NULL DEFAULT 0, \
+             at timestamptz NOT NULL DEFAULT now())",
+        "CREATE TABLE IF NOT EXISTS fault_starts ( \
+             id bigserial PRIMARY KEY, job_id uuid NOT NULL, worker_id text NOT NULL, \
+             attempt integer NOT NULL, at timestamptz NOT NULL DEFAULT now())",
+    ] {
+        diesel_async::RunQueryDsl::execute(diesel::sql_query(statement), &mut conn)
+            .await
+            .expect("create oracle table");
+    }
+}
+
+pub async fn enqueue_fault_jobs(
+    pool: &PgPool,
+    tenant_id: Uuid,
+    count: usize,
+    payload: FaultTestPayload,
+    max_attempts: i32,
+) -> Vec<Uuid> {
+    use diesel_async::AsyncConnection;
+    let mut conn = pool.get().await.expect("connection");
+    let mut ids = Vec::with_capacity(count);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(250) {
+        let batch = conn
+            .transaction::<_, quire_shared::db::DbError, _>(async |conn| {
+                let mut batch = Vec::with_capacity(chunk.len());
+                for _ in chunk {
+                    let job = jobs::NewJob {
+                        tenant_id,
+                        document_id: None,
+                        job_type: JobType::FaultTest,
+                        payload,
+                        max_attempts,
+                    };
+                    batch.push(jobs::enqueue(conn, &job).await?.job_id);
+                }
+                Ok(batch)
+            })
+            .await
+            .expect("enqueue fault jobs");
+        ids.extend(batch);
+    }
+    ids
+}
+
+/// How many handler starts the oracle logged.
+pub async fn started_runs(pool: &PgPool) -> i64 {
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::Int8)]
+        count: i64,
+    }
+    let mut conn = pool.get().await.expect("connection");
+    diesel_async::RunQueryDsl::get_result::<Count>(
+        diesel::sql_query("SELECT count(*) AS count FROM fault_starts"),
+        &mut conn,
+    )
+    .await
+    .expect("count starts")
+    .count
 }
 
 impl Drop for TestApp {

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use crate::helpers::TestApp;
 
-async fn stored_path(app: &TestApp, document_id: Uuid) -> std::path::PathBuf {
+pub async fn stored_path(app: &TestApp, document_id: Uuid) -> std::path::PathBuf {
     let mut conn = app.pool.get().await.expect("connection");
     let document = documents::find_document(&mut conn, app.tenant_id, document_id)
         .await

@@ -4,7 +4,12 @@
 mod duplicate_delivery;
 mod helpers;
 mod integrity;
+mod lost_messages;
 mod migrations;
 mod redis_outage;
+mod rescue_race;
+mod retry;
+mod shutdown;
 mod tenant_isolation;
+mod trash;
 mod upload_flow;

@@ -1,0 +1,145 @@
+use std::time::Duration;
+
+use deadpool_redis::redis;
+use quire_shared::broker::{EventMessage, WireMessage, queue_key};
+use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::db::{jobs, outbox};
+use quire_shared::states::{EventStatus, JobStatus};
+use quire_shared::test_support::eventually;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::helpers::{DEADLINE, TestApp, started_runs};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trashing_cancels_queued_work_and_a_late_message_does_nothing() {
+    let app = TestApp::spawn().await;
+    let (document_id, job_id) = app.upload(b"a document trashed at once").await;
+    let mut conn = app.pool.get().await.expect("connection");
+    let event = outbox::job_events(&mut conn, job_id)
+        .await
+        .expect("events")
+        .remove(0);
+
+    let response = app
+        .http
+        .delete(format!("{}/api/documents/{document_id}", app.address))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .expect("trash");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["cancelled_jobs"], 1);
+
+    let job = app.job(job_id).await;
+    assert_eq!(job.status, JobStatus::Cancelled);
+    let events = outbox::job_events(&mut conn, job_id).await.expect("events");
+    assert_eq!(events[0].status, EventStatus::Cancelled);
+    let gone = app
+        .get_as(&app.token, &format!("/api/documents/{document_id}"))
+        .await;
+    assert_eq!(
+        gone.status(),
+        404,
+        "a trashed document disappears from reads"
+    );
+
+    // A message that was already on its way claims nothing.
+    let wire = WireMessage::publish(
+        EventMessage::new(event.id, job_id, app.tenant_id, "analyze-document"),
+        Uuid::now_v7(),
+        time::OffsetDateTime::now_utc(),
+    );
+    let client = redis::Client::open(app.context.settings.redis.url.expose()).expect("client");
+    let mut redis = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let key = queue_key(&app.context.namespace, "analyze-document");
+    let _: i64 = redis::cmd("LPUSH")
+        .arg(&key)
+        .arg(serde_json::to_string(&wire).expect("json"))
+        .query_async(&mut redis)
+        .await
+        .expect("lpush");
+    let worker = app.start_worker();
+    eventually(DEADLINE, "the late message is consumed", || {
+        let mut redis = redis.clone();
+        let key = key.clone();
+        async move {
+            let length: i64 = redis::cmd("LLEN")
+                .arg(&key)
+                .query_async(&mut redis)
+                .await
+                .ok()?;
+            (length == 0).then_some(())
+        }
+    })
+    .await;
+    worker.drain().await;
+    let job = app.job(job_id).await;
+    assert_eq!((job.status, job.attempts), (JobStatus::Cancelled, 0));
+
+    // Restore brings the document back; its jobs stay cancelled.
+    let restored = app
+        .http
+        .post(format!(
+            "{}/api/documents/{document_id}/restore",
+            app.address
+        ))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .expect("restore");
+    assert_eq!(restored.status(), 200);
+    let back = app
+        .get_as(&app.token, &format!("/api/documents/{document_id}"))
+        .await;
+    assert_eq!(back.status(), 200);
+    assert_eq!(app.job(job_id).await.status, JobStatus::Cancelled);
+    let again = app
+        .http
+        .post(format!(
+            "{}/api/documents/{document_id}/restore",
+            app.address
+        ))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .expect("restore");
+    assert_eq!(again.status(), 409);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_running_job_stops_at_its_next_heartbeat_without_its_effect() {
+    let app = TestApp::spawn().await;
+    app.create_oracle_tables().await;
+    app.start_dispatcher();
+    // A drain that waits a minute: only a handler that really stopped lets it end soon.
+    let worker = app.start_worker_with(app.settings_with(|settings| {
+        settings.worker.drain_timeout_seconds = 60;
+    }));
+    let payload = FaultTestPayload {
+        work_ms: 60_000,
+        abort: false,
+    };
+    let job_id = app.enqueue_fault_jobs(1, payload).await[0];
+    app.wait_for_job(job_id, JobStatus::Running).await;
+
+    let mut conn = app.pool.get().await.expect("connection");
+    assert_eq!(
+        jobs::cancel_jobs(&mut conn, &[job_id], "cancelled by the test")
+            .await
+            .expect("cancel"),
+        1
+    );
+    // The lease is 3 s in tests, so a heartbeat comes within a second and stops the
+    // handler; a handler still running would hold the one-minute drain.
+    tokio::time::timeout(Duration::from_secs(5), worker.drain())
+        .await
+        .expect("the cancelled job was still running 5 s after its cancellation");
+    let job = app.job(job_id).await;
+    assert_eq!(job.status, JobStatus::Cancelled);
+    assert_eq!(started_runs(&app.pool).await, 1);
+}
