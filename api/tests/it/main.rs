@@ -2,6 +2,7 @@
 //! scripts/test. One binary; a module per feature.
 
 mod duplicate_delivery;
+mod faults;
 mod helpers;
 mod integrity;
 mod lost_messages;

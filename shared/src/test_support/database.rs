@@ -25,7 +25,13 @@ impl TestDatabase {
     /// Creates `quire_test_<uuid>` from the migrated template, building the template first
     /// if no process has yet (an advisory lock serialises that across test processes).
     pub async fn create() -> Self {
-        let admin_url = required_env("QUIRE_TEST_DATABASE_URL");
+        Self::create_on(&required_env("QUIRE_TEST_DATABASE_URL")).await
+    }
+
+    /// The same on another server (a private one for fault tests), given a superuser URL
+    /// of its maintenance database.
+    pub async fn create_on(admin_url: &str) -> Self {
+        let admin_url = admin_url.to_owned();
         let template = template_name();
         let mut admin = AsyncPgConnection::establish(&admin_url)
             .await

@@ -6,6 +6,7 @@
 //! own storage folder, so tests run in parallel.
 
 mod database;
+mod postgres_server;
 mod redis_server;
 mod wait;
 
@@ -15,7 +16,8 @@ use tempfile::TempDir;
 use uuid::Uuid;
 
 pub use database::TestDatabase;
-pub use redis_server::RedisServer;
+pub use postgres_server::PostgresServer;
+pub use redis_server::{RedisServer, free_port};
 pub use wait::eventually;
 
 use crate::config::{Profile, Settings, SettingsSource, workspace_config_dir};
@@ -50,7 +52,11 @@ impl TestContext {
     /// A fresh database and namespace on the Redis at `redis_url` (a private server for
     /// fault tests).
     pub async fn with_redis_url(redis_url: &str) -> Self {
-        let database = TestDatabase::create().await;
+        Self::with_servers(TestDatabase::create().await, redis_url)
+    }
+
+    /// A context on the given database and Redis (private servers for fault tests).
+    pub fn with_servers(database: TestDatabase, redis_url: &str) -> Self {
         let namespace = format!("quire-test-{}", Uuid::new_v4().simple());
         let data_dir = tempfile::tempdir().expect("create a storage folder");
         let settings = test_settings(&[

@@ -1,0 +1,221 @@
+//! The stack under test as child processes of the test.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::config::workspace_config_dir;
+use quire_shared::db::{PgPool, tenants};
+use quire_shared::states::TenantStatus;
+use quire_shared::test_support::{TestContext, eventually};
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+use crate::helpers::{create_oracle_tables, enqueue_fault_jobs};
+
+pub struct Stack {
+    pub context: TestContext,
+    pub pool: PgPool,
+    pub tenant_id: Uuid,
+    pub token: String,
+    pub api_port: u16,
+    children: BTreeMap<String, Child>,
+    log_dir: PathBuf,
+}
+
+pub const WORKERS: [&str; 3] = ["worker-1", "worker-2", "worker-3"];
+pub const DISPATCHERS: [&str; 2] = ["dispatcher-1", "dispatcher-2"];
+
+/// The folder cargo put this test's binaries in (`target/<profile>`).
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target folder");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: scripts/test builds it (with the fault-injection feature)",
+        path.display()
+    );
+    path
+}
+
+fn binary_of(name: &str) -> &'static str {
+    if name.starts_with("worker") {
+        "quire-worker"
+    } else if name.starts_with("dispatcher") {
+        "quire-dispatcher"
+    } else {
+        "quire-api"
+    }
+}
+
+impl Stack {
+    /// A tenant and the oracle tables in this context's database; no process yet.
+    pub async fn new(context: TestContext) -> Self {
+        let pool = context.pool();
+        create_oracle_tables(&pool).await;
+        let mut conn = pool.get().await.expect("connection");
+        let tenant = tenants::create_tenant(&mut conn, "fault-tenant", TenantStatus::Active)
+            .await
+            .expect("tenant");
+        let token = quire_shared::auth::mint(
+            &context.settings.auth,
+            tenant.id,
+            Uuid::now_v7(),
+            Duration::from_secs(3600),
+        )
+        .expect("token");
+        let log_dir = context.data_dir.path().join("logs");
+        std::fs::create_dir_all(&log_dir).expect("log folder");
+        Self {
+            pool,
+            tenant_id: tenant.id,
+            token,
+            api_port: quire_shared::test_support::free_port(),
+            children: BTreeMap::new(),
+            log_dir,
+            context,
+        }
+    }
+
+    /// Starts 1 api, 2 dispatchers and 3 workers.
+    pub async fn start_all(&mut self) {
+        self.spawn("api", &[]);
+        for name in DISPATCHERS {
+            self.spawn(name, &[]);
+        }
+        for name in WORKERS {
+            self.spawn(name, &[]);
+        }
+        self.wait_until_ready().await;
+    }
+
+    /// Every started process still runs (a bad binary or setting makes them exit at once).
+    pub fn assert_alive(&mut self) {
+        let dead: Vec<String> = self
+            .children
+            .iter_mut()
+            .filter_map(|(name, child)| {
+                (!matches!(child.try_wait(), Ok(None))).then(|| name.clone())
+            })
+            .collect();
+        assert!(dead.is_empty(), "processes exited on their own: {dead:?}");
+    }
+
+    /// Starts (or restarts) the process `name` (`api`, `dispatcher-*`, `worker-*`) with
+    /// extra environment.
+    pub fn spawn(&mut self, name: &str, extra: &[(&str, &str)]) {
+        let settings = &self.context.settings;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_dir.join(format!("{name}.log")))
+            .expect("log file");
+        let mut command = Command::new(binary(binary_of(name)));
+        command
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("QUIRE_ENV", "test")
+            .env("QUIRE_CONFIG_DIR", workspace_config_dir())
+            .env("DATABASE_URL", settings.database.url.expose())
+            .env("REDIS_URL", settings.redis.url.expose())
+            .env("QUIRE__REDIS__NAMESPACE", &settings.redis.namespace)
+            .env("QUIRE__STORAGE__DATA_DIR", &settings.storage.data_dir)
+            .env("QUIRE__SERVER__PORT", self.api_port.to_string())
+            .env("RUST_LOG", "info")
+            .current_dir(self.context.data_dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .kill_on_drop(true);
+        for (key, value) in extra {
+            command.env(key, value);
+        }
+        let child = command.spawn().expect("start a quire binary");
+        self.children.insert(name.to_owned(), child);
+    }
+
+    /// Waits for the api's readiness, then checks that no process died on the way.
+    pub async fn wait_until_ready(&mut self) {
+        let url = format!("http://127.0.0.1:{}/readyz", self.api_port);
+        let http = reqwest::Client::new();
+        eventually(Duration::from_secs(30), "the api is ready", || async {
+            let response = http.get(&url).send().await.ok()?;
+            response.status().is_success().then_some(())
+        })
+        .await;
+        self.assert_alive();
+    }
+
+    /// SIGKILL, and reap it.
+    pub async fn kill(&mut self, name: &str) {
+        if let Some(mut child) = self.children.remove(name) {
+            let _ = child.kill().await;
+        }
+    }
+
+    /// SIGTERM: the graceful way an orchestrator stops a process.
+    pub fn terminate(&self, name: &str) {
+        let pid = self.children[name].id().expect("process is running");
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("kill -TERM {pid}"))
+            .status()
+            .expect("send SIGTERM");
+        assert!(status.success());
+    }
+
+    /// Waits for `name` to exit on its own and returns whether it did within `deadline`.
+    pub async fn wait_exit(&mut self, name: &str, deadline: Duration) -> bool {
+        let Some(child) = self.children.get_mut(name) else {
+            return true;
+        };
+        let exited = tokio::time::timeout(deadline, child.wait()).await.is_ok();
+        if exited {
+            self.children.remove(name);
+        }
+        exited
+    }
+
+    /// True while `name` runs.
+    pub fn is_running(&mut self, name: &str) -> bool {
+        self.children
+            .get_mut(name)
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+
+    pub async fn enqueue(
+        &self,
+        count: usize,
+        payload: FaultTestPayload,
+        max_attempts: i32,
+    ) -> Vec<Uuid> {
+        enqueue_fault_jobs(&self.pool, self.tenant_id, count, payload, max_attempts).await
+    }
+}
+
+impl Drop for Stack {
+    /// A failing scenario shows the end of every child's log: CI keeps nothing else.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(&self.log_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            eprintln!("--- {} (last {} lines)", entry.path().display(), tail.len());
+            for line in tail {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
