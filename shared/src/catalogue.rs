@@ -89,6 +89,9 @@ pub struct FaultTestPayload {
     pub work_ms: u64,
     /// Abort the whole worker process mid-run (a poison pill).
     pub abort: bool,
+    /// Fail transiently on this many first attempts, then succeed.
+    #[serde(default)]
+    pub transient_failures: i32,
 }
 
 #[cfg(test)]

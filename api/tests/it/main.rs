@@ -12,5 +12,6 @@ mod rescue_race;
 mod retry;
 mod shutdown;
 mod tenant_isolation;
+mod transient_retry;
 mod trash;
 mod upload_flow;

@@ -17,6 +17,7 @@ async fn jobs_running_past_the_drain_deadline_are_queued_again_at_once() {
     let long = FaultTestPayload {
         work_ms: 60_000,
         abort: false,
+        transient_failures: 0,
     };
     let job_id = app.enqueue_fault_jobs(1, long).await[0];
     let running = app.wait_for_job(job_id, JobStatus::Running).await;

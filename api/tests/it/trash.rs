@@ -123,6 +123,7 @@ async fn a_cancelled_running_job_stops_at_its_next_heartbeat_without_its_effect(
     let payload = FaultTestPayload {
         work_ms: 60_000,
         abort: false,
+        transient_failures: 0,
     };
     let job_id = app.enqueue_fault_jobs(1, payload).await[0];
     app.wait_for_job(job_id, JobStatus::Running).await;

@@ -52,6 +52,13 @@ impl JobHandler for FaultTest {
             .await
             .map_err(|error| unavailable(error.into()))?;
         }
+        if job.attempts <= payload.transient_failures {
+            return Err(JobError::Transient {
+                code: "fault_transient",
+                message: "the fault suite asked for a transient failure",
+                cause: None,
+            });
+        }
         if payload.abort {
             tracing::warn!("fault-test job aborts its worker");
             std::process::abort();

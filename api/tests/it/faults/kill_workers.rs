@@ -23,6 +23,7 @@ async fn killing_workers_mid_run_loses_and_duplicates_nothing() {
             FaultTestPayload {
                 work_ms: 100,
                 abort: false,
+                transient_failures: 0,
             },
             25,
         )

@@ -23,6 +23,7 @@ async fn a_poison_pill_ends_failed_after_its_attempts_and_harms_nothing_else() {
             FaultTestPayload {
                 work_ms: 0,
                 abort: true,
+                transient_failures: 0,
             },
             max_attempts,
         )
@@ -33,6 +34,7 @@ async fn a_poison_pill_ends_failed_after_its_attempts_and_harms_nothing_else() {
             FaultTestPayload {
                 work_ms: 50,
                 abort: false,
+                transient_failures: 0,
             },
             25,
         )

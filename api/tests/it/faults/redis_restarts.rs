@@ -23,6 +23,7 @@ async fn redis_restarting_empty_mid_run_loses_nothing() {
             FaultTestPayload {
                 work_ms: 50,
                 abort: false,
+                transient_failures: 0,
             },
             25,
         )
