@@ -22,6 +22,7 @@ pub use outcome::JobError;
 /// Runs a worker until `shutdown` is cancelled, then drains in-flight jobs.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let context = Arc::new(WorkerContext::new(&settings)?);
+    broker::warn_unless_noeviction(&broker::build_pool(&settings.redis)?).await;
     let served = served_job_types(&settings, &context)?;
     let keys: Vec<String> = served
         .iter()
