@@ -27,10 +27,25 @@ pub enum ApiError {
     Conflict {
         code: &'static str,
         detail: String,
-        current_status: Option<String>,
+        /// One extension member of the problem, e.g. `current_status` or
+        /// `existing_document_id`, so a client can act without parsing `detail`.
+        extension: Option<(&'static str, String)>,
     },
+    #[error(
+        "the file is not one of the accepted types: PDF, PNG, JPEG, TIFF, WebP or plain UTF-8 text"
+    )]
+    UnsupportedMediaType,
+    #[error("the request body must be multipart/form-data")]
+    NotMultipart,
     #[error("the upload is larger than {limit} bytes")]
     PayloadTooLarge { limit: u64 },
+    #[error("this route does not take that method")]
+    MethodNotAllowed,
+    #[error("this route answers application/json only")]
+    NotAcceptable,
+    /// A status the framework chose for a malformed request.
+    #[error("the request was rejected")]
+    Rejected { status: StatusCode },
     #[error("a dependency is unavailable")]
     Unavailable(#[source] anyhow::Error),
     #[error("internal error")]
@@ -46,8 +61,6 @@ struct Problem<'a> {
     detail: String,
     code: &'a str,
     request_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    current_status: Option<&'a str>,
 }
 
 impl ApiError {
@@ -75,6 +88,11 @@ impl ApiError {
             | Self::Unprocessable { code, .. }
             | Self::Conflict { code, .. } => code,
             Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_file_type",
+            Self::NotMultipart => "unsupported_content_type",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::NotAcceptable => "not_acceptable",
+            Self::Rejected { .. } => "request_rejected",
             Self::Unavailable(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -89,6 +107,10 @@ impl ApiError {
             Self::Unprocessable { .. } => "Unprocessable content",
             Self::Conflict { .. } => "Conflict",
             Self::PayloadTooLarge { .. } => "Payload too large",
+            Self::UnsupportedMediaType | Self::NotMultipart => "Unsupported media type",
+            Self::MethodNotAllowed => "Method not allowed",
+            Self::NotAcceptable => "Not acceptable",
+            Self::Rejected { .. } => "Request rejected",
             Self::Unavailable(_) => "Service unavailable",
             Self::Internal(_) => "Internal server error",
         }
@@ -129,6 +151,10 @@ impl ResponseError for ApiError {
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType | Self::NotMultipart => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            Self::Rejected { status } => *status,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -151,13 +177,24 @@ impl ResponseError for ApiError {
             detail: self.detail(),
             code: self.code(),
             request_id,
-            current_status: match self {
-                Self::Conflict { current_status, .. } => current_status.as_deref(),
-                _ => None,
-            },
         };
-        HttpResponse::build(status)
-            .content_type("application/problem+json")
-            .json(problem)
+        let mut body = serde_json::to_value(&problem).unwrap_or_default();
+        if let (
+            Self::Conflict {
+                extension: Some((name, value)),
+                ..
+            },
+            Some(object),
+        ) = (self, body.as_object_mut())
+        {
+            object.insert((*name).to_owned(), value.clone().into());
+        }
+        let mut response = HttpResponse::build(status);
+        response.content_type("application/problem+json");
+        if matches!(self, Self::Unavailable(_)) {
+            // Long enough for a database restart or failover, short enough to feel live.
+            response.insert_header(("Retry-After", "5"));
+        }
+        response.json(body)
     }
 }

@@ -1,11 +1,14 @@
 //! Quire's HTTP API. `Application::build` binds and wires everything; tests bind port 0
 //! and run the very same server.
 
+mod accept_guard;
 pub mod admin;
 mod auth;
 mod error;
+mod problem_fallback;
 mod request_id;
 mod routes;
+mod sniff;
 mod state;
 mod upload;
 mod views;
@@ -21,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::ApiError;
 use state::AppState;
+
+/// JSON bodies (edits, bulk actions) are small; anything larger is refused with 413.
+const JSON_LIMIT_BYTES: usize = 256 * 1024;
 
 pub struct Application {
     port: u16,
@@ -59,17 +65,30 @@ impl Application {
                 .app_data(web::QueryConfig::default().error_handler(|error, _| {
                     ApiError::bad_request("invalid_query", error.to_string()).into()
                 }))
-                .app_data(web::JsonConfig::default().error_handler(|_, _| {
-                    ApiError::bad_request(
-                        "invalid_json",
-                        "the body is not the JSON this route takes",
-                    )
-                    .into()
-                }))
+                .app_data(
+                    web::JsonConfig::default()
+                        .limit(JSON_LIMIT_BYTES)
+                        .error_handler(|error, _| match error {
+                            actix_web::error::JsonPayloadError::OverflowKnownLength { .. }
+                            | actix_web::error::JsonPayloadError::Overflow { .. } => {
+                                ApiError::PayloadTooLarge {
+                                    limit: JSON_LIMIT_BYTES as u64,
+                                }
+                                .into()
+                            }
+                            _ => ApiError::bad_request(
+                                "invalid_json",
+                                "the body is not the JSON this route takes",
+                            )
+                            .into(),
+                        }),
+                )
                 .configure(routes::configure)
                 .default_service(web::to(|| async {
                     Err::<actix_web::HttpResponse, _>(ApiError::NotFound)
                 }))
+                .wrap(from_fn(accept_guard::middleware))
+                .wrap(problem_fallback::middleware())
                 .wrap(from_fn(request_id::middleware))
         })
         // Signals are the binary's business: it cancels the shutdown token.

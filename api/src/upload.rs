@@ -7,6 +7,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use quire_shared::storage::{Digested, ObjectStore, StorageError, StorageKey, put_digested};
 
 use crate::error::ApiError;
+use crate::sniff::{SNIFF_BYTES, sniff};
 
 /// Longest title we accept, in characters (the column's bound).
 pub const MAX_TITLE_CHARS: usize = 500;
@@ -29,7 +30,7 @@ pub async fn receive(
     mut multipart: Multipart,
 ) -> Result<ReceivedUpload, ApiError> {
     let mut title = None;
-    let mut file: Option<(Option<String>, String, Digested)> = None;
+    let mut file: Option<(Option<String>, &'static str, Digested)> = None;
     while let Some(field) = multipart.next().await {
         let field = field.map_err(invalid_multipart)?;
         let name = field.name().unwrap_or_default().to_owned();
@@ -46,12 +47,7 @@ pub async fn receive(
                     .and_then(|disposition| disposition.get_filename())
                     .map(display_filename)
                     .filter(|name| !name.is_empty());
-                let content_type = field
-                    .content_type()
-                    .map(ToString::to_string)
-                    .filter(|value| value.len() <= 100)
-                    .unwrap_or_else(|| "application/octet-stream".to_owned());
-                let digest = store_field(store, key, limit, field).await?;
+                let (content_type, digest) = store_field(store, key, limit, field).await?;
                 file = Some((filename, content_type, digest));
             }
             "title" => title = Some(read_title(field).await?),
@@ -66,31 +62,67 @@ pub async fn receive(
     let (original_filename, content_type, digest) = file.ok_or_else(|| {
         ApiError::bad_request("missing_file", "the upload has no part named \"file\"")
     })?;
-    if digest.size_bytes == 0 {
-        return Err(ApiError::unprocessable(
-            "empty_file",
-            "the uploaded file is empty",
-        ));
-    }
     Ok(ReceivedUpload {
         title,
         original_filename,
-        content_type,
+        content_type: content_type.to_owned(),
         digest,
     })
 }
 
-/// Pumps the part through a small bounded channel into the store. actix's multipart
-/// stream is not `Send`; the channel hands its chunks to the store's `Send` stream and
-/// keeps back-pressure (at most a few chunks in flight).
+/// Reads the first bytes of the part, decides its type from them, then pumps the part
+/// through a small bounded channel into the store. Nothing is stored for an empty or
+/// refused file. actix's multipart stream is not `Send`; the channel hands its chunks to
+/// the store's `Send` stream and keeps back-pressure (a few chunks in flight).
 async fn store_field(
     store: &dyn ObjectStore,
     key: &StorageKey,
     limit: u64,
     mut field: Field,
-) -> Result<Digested, ApiError> {
+) -> Result<(&'static str, Digested), ApiError> {
+    let mut head = Vec::new();
+    let mut head_len = 0usize;
+    // A finished field must not be polled again (actix-multipart panics).
+    let mut finished = false;
+    while head_len < SNIFF_BYTES {
+        match field.next().await {
+            Some(Ok(chunk)) => {
+                head_len += chunk.len();
+                head.push(chunk);
+            }
+            Some(Err(error)) => return Err(invalid_multipart(error)),
+            None => {
+                finished = true;
+                break;
+            }
+        }
+    }
+    if head_len == 0 {
+        return Err(ApiError::unprocessable(
+            "empty_file",
+            "the uploaded file is empty",
+        ));
+    }
+    if head_len as u64 > limit {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    let prefix: Vec<u8> = head
+        .iter()
+        .flat_map(|chunk| chunk.iter().copied())
+        .take(SNIFF_BYTES)
+        .collect();
+    let content_type = sniff(&prefix).ok_or(ApiError::UnsupportedMediaType)?;
+
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     let pump = async move {
+        for chunk in head {
+            if sender.send(Ok(chunk)).await.is_err() {
+                return None;
+            }
+        }
+        if finished {
+            return None;
+        }
         while let Some(chunk) = field.next().await {
             match chunk {
                 Ok(bytes) => {
@@ -116,12 +148,13 @@ async fn store_field(
     if let Some(error) = client_error {
         return Err(invalid_multipart(error));
     }
-    stored.map_err(|error| match error {
+    let digest = stored.map_err(|error| match error {
         StorageError::TooLarge { limit } => ApiError::PayloadTooLarge { limit },
         other => {
             ApiError::Internal(anyhow::Error::new(other).context("failed to store the upload"))
         }
-    })
+    })?;
+    Ok((content_type, digest))
 }
 
 async fn read_title(field: Field) -> Result<String, ApiError> {

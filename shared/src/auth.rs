@@ -13,6 +13,8 @@ use crate::config::AuthSettings;
 pub enum AuthError {
     #[error("token is invalid")]
     Invalid(#[source] jsonwebtoken::errors::Error),
+    #[error("token is issued in the future")]
+    IssuedInTheFuture,
     #[error("token could not be signed")]
     Signing(#[source] jsonwebtoken::errors::Error),
 }
@@ -62,11 +64,19 @@ pub fn verify(settings: &AuthSettings, token: &str) -> Result<Claims, AuthError>
     validation.set_issuer(&[&settings.issuer]);
     validation.set_audience(&[&settings.audience]);
     validation.leeway = settings.leeway_seconds;
+    validation.validate_nbf = true;
     let key = DecodingKey::from_secret(settings.jwt_secret.expose().as_bytes())
         .map_err(AuthError::Invalid)?;
-    jsonwebtoken::decode::<Claims>(token, &key, &validation)
+    let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
         .map(|data| data.claims)
-        .map_err(AuthError::Invalid)
+        .map_err(AuthError::Invalid)?;
+    // A token issued in the future was minted by a skewed or forged clock.
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let leeway = i64::try_from(settings.leeway_seconds).unwrap_or(i64::MAX);
+    if claims.iat > now.saturating_add(leeway) {
+        return Err(AuthError::IssuedInTheFuture);
+    }
+    Ok(claims)
 }
 
 #[cfg(test)]
@@ -115,6 +125,23 @@ mod tests {
         claims.exp = now - 60;
         let expired = sign(&settings(), &claims).expect("sign");
         assert!(verify(&settings(), &expired).is_err());
+    }
+
+    #[test]
+    fn tokens_issued_in_the_future_or_not_yet_valid_are_refused() {
+        let token = mint(
+            &settings(),
+            Uuid::nil(),
+            Uuid::nil(),
+            Duration::from_secs(600),
+        )
+        .expect("mint");
+        let mut claims = verify(&settings(), &token).expect("verify");
+        claims.iat += 300;
+        assert!(matches!(
+            verify(&settings(), &sign(&settings(), &claims).expect("sign")),
+            Err(AuthError::IssuedInTheFuture)
+        ));
     }
 
     #[test]

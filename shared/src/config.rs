@@ -72,6 +72,7 @@ pub struct ServerSettings {
     pub host: String,
     pub port: u16,
     pub max_upload_bytes: u64,
+    pub reject_duplicate_uploads: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,7 +1,7 @@
 //! Upload and read documents.
 
 use actix_multipart::Multipart;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use anyhow::Context;
 use diesel_async::AsyncConnection;
 use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
@@ -17,6 +17,32 @@ use crate::state::AppState;
 use crate::upload::{self, MAX_TITLE_CHARS};
 use crate::views::{DocumentView, UploadView};
 
+/// Room for multipart framing and a title around the file itself.
+const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
+
+fn declared_length(request: &HttpRequest) -> Option<u64> {
+    request
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+fn is_multipart_form(request: &HttpRequest) -> bool {
+    request
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            value
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        })
+}
+
 pub(crate) async fn connection(state: &AppState) -> Result<PooledConnection, ApiError> {
     Ok(state.pool.get().await.map_err(DbError::from)?)
 }
@@ -27,13 +53,23 @@ pub(crate) async fn connection(state: &AppState) -> Result<PooledConnection, Api
 pub async fn upload(
     state: web::Data<AppState>,
     caller: Caller,
-    multipart: Multipart,
+    request: HttpRequest,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_active_tenant()?;
+    let limit = state.settings.server.max_upload_bytes;
+    // Refuse a declared oversize body before reading (or storing) a byte of it; bodies
+    // without a length are cut off while streaming.
+    if declared_length(&request).is_some_and(|length| length > limit + MULTIPART_OVERHEAD_BYTES) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    if !is_multipart_form(&request) {
+        return Err(ApiError::NotMultipart);
+    }
+    let multipart = Multipart::new(request.headers(), payload);
     let document_id = Uuid::now_v7();
     let version_id = Uuid::now_v7();
     let key = StorageKey::document_source(caller.tenant_id, document_id, version_id);
-    let limit = state.settings.server.max_upload_bytes;
     let received = match upload::receive(state.store.as_ref(), &key, limit, multipart).await {
         Ok(received) => received,
         Err(error) => {
@@ -74,7 +110,8 @@ pub async fn upload(
         max_attempts: state.settings.jobs.max_attempts,
     };
 
-    let recorded = record_upload(&state, &new, &job).await;
+    let reject_duplicates = state.settings.server.reject_duplicate_uploads;
+    let recorded = record_upload(&state, &new, &job, reject_duplicates).await;
     let (document, version, job) = match recorded {
         Ok(rows) => rows,
         Err(error) => {
@@ -99,14 +136,39 @@ async fn discard(state: &AppState, key: &StorageKey, document_id: Uuid) {
     }
 }
 
+/// Why recording an upload stopped.
+enum RecordError {
+    Db(DbError),
+    Duplicate(Uuid),
+}
+
+impl From<diesel::result::Error> for RecordError {
+    fn from(error: diesel::result::Error) -> Self {
+        Self::Db(error.into())
+    }
+}
+
+impl From<DbError> for RecordError {
+    fn from(error: DbError) -> Self {
+        Self::Db(error)
+    }
+}
+
 async fn record_upload(
     state: &AppState,
     new: &NewDocument,
     job: &NewJob<AnalyzeDocumentPayload>,
+    reject_duplicates: bool,
 ) -> Result<(documents::Document, documents::DocumentVersion, jobs::Job), ApiError> {
     let mut conn = connection(state).await?;
     let recorded = conn
-        .transaction::<_, DbError, _>(async |conn| {
+        .transaction::<_, RecordError, _>(async |conn| {
+            if reject_duplicates
+                && let Some(existing) =
+                    documents::lock_and_find_same_content(conn, new.tenant_id, &new.sha256).await?
+            {
+                return Err(RecordError::Duplicate(existing));
+            }
             let document = documents::insert_document(conn, new).await?;
             let enqueued = jobs::enqueue(conn, job).await?;
             let version = documents::find_version(conn, new.tenant_id, new.id, new.version_id)
@@ -117,8 +179,16 @@ async fn record_upload(
                 .ok_or(DbError::Query(diesel::result::Error::NotFound))?;
             Ok((document, version, job))
         })
-        .await?;
-    Ok(recorded)
+        .await;
+    match recorded {
+        Ok(rows) => Ok(rows),
+        Err(RecordError::Duplicate(existing)) => Err(ApiError::Conflict {
+            code: "duplicate_document",
+            detail: "a document with the same content exists already".to_owned(),
+            extension: Some(("existing_document_id", existing.to_string())),
+        }),
+        Err(RecordError::Db(error)) => Err(error.into()),
+    }
 }
 
 /// `GET /api/documents/{id}`.

@@ -90,14 +90,14 @@ pub async fn retry(
                     "only a FAILED job can be retried; this one is {}",
                     job.status
                 ),
-                current_status: Some(job.status.as_str().to_owned()),
+                extension: Some(("current_status", job.status.as_str().to_owned())),
             });
         }
         Err(error) if error.is_unique_violation() => {
             return Err(ApiError::Conflict {
                 code: "job_already_active",
                 detail: "another job for this document version is queued or running".to_owned(),
-                current_status: None,
+                extension: None,
             });
         }
         Err(error) => return Err(error.into()),

@@ -1,35 +1,48 @@
-//! Route table.
+//! Route table. Every path is a resource whose other methods answer 405 problem+json.
 
 mod documents;
 mod health;
 mod jobs;
 mod trash;
 
-use actix_web::web;
+use actix_web::{HttpResponse, Resource, web};
+
+use crate::error::ApiError;
+
+async fn method_not_allowed() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::MethodNotAllowed)
+}
+
+fn resource(path: &str) -> Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
+}
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(health::healthz))
-        .route("/readyz", web::get().to(health::readyz))
+    cfg.service(resource("/healthz").route(web::get().to(health::healthz)))
+        .service(resource("/readyz").route(web::get().to(health::readyz)))
         .service(
             web::scope("/api")
-                .route("/documents", web::post().to(documents::upload))
-                .route("/documents/{document_id}", web::get().to(documents::get))
-                .route("/documents/{document_id}", web::delete().to(trash::trash))
-                .route(
-                    "/documents/{document_id}/restore",
-                    web::post().to(trash::restore),
+                .service(resource("/documents").route(web::post().to(documents::upload)))
+                .service(
+                    resource("/documents/{document_id}")
+                        .route(web::get().to(documents::get))
+                        .route(web::delete().to(trash::trash)),
                 )
-                .route(
-                    "/documents/{document_id}/processing-jobs",
-                    web::get().to(jobs::list),
+                .service(
+                    resource("/documents/{document_id}/restore")
+                        .route(web::post().to(trash::restore)),
                 )
-                .route(
-                    "/documents/{document_id}/processing-jobs/{job_id}",
-                    web::get().to(jobs::get),
+                .service(
+                    resource("/documents/{document_id}/processing-jobs")
+                        .route(web::get().to(jobs::list)),
                 )
-                .route(
-                    "/documents/{document_id}/processing-jobs/{job_id}/retry",
-                    web::post().to(jobs::retry),
+                .service(
+                    resource("/documents/{document_id}/processing-jobs/{job_id}")
+                        .route(web::get().to(jobs::get)),
+                )
+                .service(
+                    resource("/documents/{document_id}/processing-jobs/{job_id}/retry")
+                        .route(web::post().to(jobs::retry)),
                 ),
         );
 }

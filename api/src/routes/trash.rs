@@ -70,7 +70,7 @@ pub async fn restore(
         Some(_) => Err(ApiError::Conflict {
             code: "document_not_trashed",
             detail: "the document is not in the trash".to_owned(),
-            current_status: None,
+            extension: None,
         }),
         None => Err(ApiError::NotFound),
     }

@@ -4,6 +4,7 @@
 mod duplicate_delivery;
 mod faults;
 mod helpers;
+mod hostile;
 mod integrity;
 mod lost_messages;
 mod migrations;

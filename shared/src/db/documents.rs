@@ -213,3 +213,36 @@ pub async fn mark_document_pending(
         .await?;
     Ok(updated == 1)
 }
+
+#[derive(QueryableByName)]
+struct Existing {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: Uuid,
+}
+
+/// Serialises uploads of the same bytes in one tenant until the end of the transaction,
+/// then returns a live document of this tenant whose current version has these bytes.
+/// Two identical uploads at once cannot both pass.
+pub async fn lock_and_find_same_content(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    sha256: &str,
+) -> Result<Option<Uuid>, DbError> {
+    use diesel::sql_types::{Text, Uuid as SqlUuid};
+    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2, 42))")
+        .bind::<Text, _>(tenant_id.to_string())
+        .bind::<Text, _>(sha256)
+        .execute(conn)
+        .await?;
+    Ok(diesel::sql_query(
+        "SELECT d.id FROM document_versions v JOIN documents d ON d.current_version_id = v.id \
+         WHERE v.tenant_id = $1 AND v.sha256 = $2 AND d.tenant_id = $1 AND d.trashed_at IS NULL \
+         LIMIT 1",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<Text, _>(sha256)
+    .get_result::<Existing>(conn)
+    .await
+    .optional()?
+    .map(|row| row.id))
+}

@@ -1,0 +1,55 @@
+//! JSON routes answer JSON only: a request whose `Accept` rules JSON out gets 406
+//! problem+json instead of a body it said it cannot read.
+
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::ACCEPT;
+use actix_web::middleware::Next;
+
+use crate::error::ApiError;
+
+fn accepts_json(accept: &str) -> bool {
+    accept.split(',').any(|range| {
+        let media = range
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        matches!(
+            media.as_str(),
+            "*/*" | "application/*" | "application/json" | "application/problem+json"
+        )
+    })
+}
+
+pub async fn middleware(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let refused = req
+        .headers()
+        .get(ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|accept| !accepts_json(accept));
+    if refused {
+        let (request, _) = req.into_parts();
+        let response = actix_web::ResponseError::error_response(&ApiError::NotAcceptable);
+        return Ok(ServiceResponse::new(request, response).map_into_right_body());
+    }
+    Ok(next.call(req).await?.map_into_left_body())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_or_wildcards_are_acceptable() {
+        assert!(accepts_json("application/json"));
+        assert!(accepts_json("text/html, */*;q=0.1"));
+        assert!(accepts_json("application/*"));
+        assert!(!accepts_json("text/html"));
+        assert!(!accepts_json("image/png, text/plain"));
+    }
+}

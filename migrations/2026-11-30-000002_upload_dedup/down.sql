@@ -1,0 +1,1 @@
+DROP INDEX document_versions_tenant_sha256_idx;
