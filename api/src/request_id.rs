@@ -14,7 +14,7 @@ tokio::task_local! {
 }
 
 /// The id of the request being handled on this task, if any.
-pub fn current() -> Option<String> {
+pub(crate) fn current() -> Option<String> {
     REQUEST_ID.try_with(Clone::clone).ok()
 }
 

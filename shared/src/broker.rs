@@ -38,6 +38,10 @@ pub struct EventMessage {
     pub job_id: Uuid,
     pub tenant_id: Uuid,
     pub job_type: String,
+    /// The request that started the job, so one upload can be followed from the API
+    /// through the dispatcher to the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 impl EventMessage {
@@ -48,6 +52,7 @@ impl EventMessage {
             job_id,
             tenant_id,
             job_type: job_type.to_owned(),
+            request_id: None,
         }
     }
 }
@@ -63,6 +68,8 @@ pub struct WireMessage {
     pub task_id: Uuid,
     #[serde(with = "time::serde::rfc3339")]
     pub published_at: OffsetDateTime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 impl WireMessage {
@@ -75,6 +82,7 @@ impl WireMessage {
             job_type: event.job_type,
             task_id,
             published_at,
+            request_id: event.request_id,
         }
     }
 }

@@ -50,6 +50,7 @@ pub async fn handle(context: &Arc<WorkerContext>, raw: &str, stop: &Cancellation
         tenant_id = %message.tenant_id,
         worker_id = %context.worker_id,
         task_id = %message.task_id,
+        request_id = message.request_id.as_deref().unwrap_or_default(),
     );
     if let Err(error) = process(context, &message, stop)
         .instrument(span.clone())

@@ -108,6 +108,7 @@ pub async fn upload(
             force: false,
         },
         max_attempts: state.settings.jobs.max_attempts,
+        request_id: crate::request_id::current(),
     };
 
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;

@@ -247,6 +247,7 @@ pub async fn enqueue_fault_jobs(
                         job_type: JobType::FaultTest,
                         payload,
                         max_attempts,
+                        request_id: None,
                     };
                     batch.push(jobs::enqueue(conn, &job).await?.job_id);
                 }

@@ -300,7 +300,10 @@ async fn hostile_filenames_are_kept_for_display_only_and_cleaned() {
             Some(shown) => {
                 assert_eq!(response.status(), 201, "{raw:?}");
                 let created: Value = response.json().await.expect("json");
-                assert_eq!(created["document"]["current_version"]["original_filename"], *shown, "{raw:?}");
+                assert_eq!(
+                    created["document"]["current_version"]["original_filename"], *shown,
+                    "{raw:?}"
+                );
             }
             None => {
                 problem(response, StatusCode::BAD_REQUEST, "invalid_multipart").await;
@@ -460,7 +463,13 @@ async fn every_token_fault_answers_the_same_401() {
 }
 
 /// Method, path, extra headers, expected status and code.
-type PathCase = (Method, String, Vec<(&'static str, &'static str)>, StatusCode, &'static str);
+type PathCase = (
+    Method,
+    String,
+    Vec<(&'static str, &'static str)>,
+    StatusCode,
+    &'static str,
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_paths_methods_and_headers_get_problems() {

@@ -10,14 +10,22 @@ async fn an_uploaded_document_is_verified_end_to_end() {
     app.start_dispatcher();
     let _worker = app.start_worker();
 
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(b"Invoice 2024-03-15, total 12.00 EUR".to_vec())
+            .file_name("invoice.txt"),
+    );
     let response = app
-        .upload_as(
-            &app.token,
-            b"Invoice 2024-03-15, total 12.00 EUR".to_vec(),
-            "invoice.txt",
-        )
-        .await;
+        .http
+        .post(format!("{}/api/documents", app.address))
+        .bearer_auth(&app.token)
+        .header("x-request-id", "upload-4711")
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
     assert_eq!(response.status(), 201);
+    assert_eq!(response.headers()["x-request-id"], "upload-4711");
     let body: Value = response.json().await.expect("json");
     assert_eq!(body["document"]["status"], "PENDING");
     assert_eq!(body["document"]["title"], "invoice.txt");
@@ -36,6 +44,11 @@ async fn an_uploaded_document_is_verified_end_to_end() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].status, EventStatus::Published);
     assert_eq!(events[0].broker_task_id, job.last_task_id);
+    // The upload's request id travels with the job, so its log lines can be followed.
+    let message = outbox::event_message(&mut conn, events[0].id)
+        .await
+        .expect("message");
+    assert_eq!(message["request_id"], "upload-4711", "{message}");
 
     // The integrity check alone leaves the document PENDING until the pipeline runs.
     let document: Value = app

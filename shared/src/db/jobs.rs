@@ -73,6 +73,8 @@ pub struct NewJob<P: Serialize> {
     pub job_type: JobType,
     pub payload: P,
     pub max_attempts: i32,
+    /// The request that enqueues the job, carried in every message announcing it.
+    pub request_id: Option<String>,
 }
 
 /// Ids of an enqueued job and of the outbox event that will announce it.
@@ -92,7 +94,8 @@ pub async fn enqueue<P: Serialize>(
     let event_id = Uuid::now_v7();
     let payload = serde_json::to_value(&job.payload)
         .map_err(|error| DbError::Build(format!("payload does not serialize: {error}")))?;
-    let message = EventMessage::new(event_id, job_id, job.tenant_id, job.job_type.as_str());
+    let mut message = EventMessage::new(event_id, job_id, job.tenant_id, job.job_type.as_str());
+    message.request_id = job.request_id.clone();
     let message = serde_json::to_value(&message)
         .map_err(|error| DbError::Build(format!("message does not serialize: {error}")))?;
     diesel::sql_query(
@@ -206,17 +209,17 @@ pub async fn requeue_for_retry(
     let event_id = Uuid::now_v7();
     let requeued = diesel::sql_query(
         "WITH job AS ( \
-             UPDATE processing_jobs \
+             UPDATE processing_jobs AS j \
              SET status = 'QUEUED', current_event_id = $4, worker_id = NULL, \
                  lease_expires_at = NULL, heartbeat_at = NULL, \
                  error_code = $6, error_message = $7, updated_at = now() \
-             WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
-             RETURNING id, tenant_id, job_type), \
+             FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
+             WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
+             RETURNING j.id, j.tenant_id, j.job_type, prev.previous), \
          event AS ( \
              INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
              SELECT $4, job.id, job.tenant_id, job.job_type, \
-                    jsonb_build_object('v', 1, 'event_id', $4, 'job_id', job.id, \
-                                       'tenant_id', job.tenant_id, 'job_type', job.job_type), \
+                    quire_event_message($4, job.id, job.tenant_id, job.job_type, job.previous), \
                     'PENDING', now() + $5 * interval '1 millisecond' \
              FROM job RETURNING id) \
          SELECT count(*) AS count FROM event",
@@ -314,18 +317,18 @@ pub async fn retry_failed_job(
     let event_id = Uuid::now_v7();
     let retried = diesel::sql_query(
         "WITH job AS ( \
-             UPDATE processing_jobs \
-             SET status = 'QUEUED', current_event_id = $4, max_attempts = attempts + $5, \
+             UPDATE processing_jobs AS j \
+             SET status = 'QUEUED', current_event_id = $4, max_attempts = j.attempts + $5, \
                  worker_id = NULL, lease_expires_at = NULL, heartbeat_at = NULL, \
                  started_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, \
                  queued_at = now(), updated_at = now() \
-             WHERE id = $1 AND tenant_id = $2 AND document_id = $3 AND status = 'FAILED' \
-             RETURNING id, tenant_id, job_type), \
+             FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
+             WHERE j.id = $1 AND j.tenant_id = $2 AND j.document_id = $3 AND j.status = 'FAILED' \
+             RETURNING j.id, j.tenant_id, j.job_type, prev.previous), \
          event AS ( \
              INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
              SELECT $4, job.id, job.tenant_id, job.job_type, \
-                    jsonb_build_object('v', 1, 'event_id', $4, 'job_id', job.id, \
-                                       'tenant_id', job.tenant_id, 'job_type', job.job_type), \
+                    quire_event_message($4, job.id, job.tenant_id, job.job_type, job.previous), \
                     'PENDING', now() \
              FROM job RETURNING id) \
          SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",

@@ -108,15 +108,15 @@ pub async fn rescue_expired_leases(
                  SET status = 'QUEUED', current_event_id = seen.event_id, worker_id = NULL, \
                      lease_expires_at = NULL, heartbeat_at = NULL, error_code = 'worker_lost', \
                      error_message = 'the worker running this job stopped responding', updated_at = now() \
-                 FROM seen \
-                 WHERE j.id = seen.id AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
+                 FROM seen, processing_jobs AS prev \
+                 WHERE j.id = seen.id AND prev.id = seen.id \
+                   AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
                    AND j.lease_expires_at < now() AND j.attempts < j.max_attempts \
-                 RETURNING j.id, j.tenant_id, j.job_type, seen.event_id), \
+                 RETURNING j.id, j.tenant_id, j.job_type, seen.event_id, prev.current_event_id AS previous), \
              event AS ( \
                  INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
                  SELECT job.event_id, job.id, job.tenant_id, job.job_type, \
-                        jsonb_build_object('v', 1, 'event_id', job.event_id, 'job_id', job.id, \
-                                           'tenant_id', job.tenant_id, 'job_type', job.job_type), \
+                        quire_event_message(job.event_id, job.id, job.tenant_id, job.job_type, job.previous), \
                         'PENDING', now() \
                  FROM job RETURNING id) \
              SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",
@@ -215,12 +215,11 @@ pub async fn reannounce_lost(
              SET current_event_id = seen.new_event, updated_at = now() \
              FROM seen \
              WHERE j.id = seen.id AND j.status = 'QUEUED' AND j.current_event_id = seen.old_event \
-             RETURNING j.id, j.tenant_id, j.job_type, seen.new_event), \
+             RETURNING j.id, j.tenant_id, j.job_type, seen.new_event, seen.old_event), \
          event AS ( \
              INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
              SELECT job.new_event, job.id, job.tenant_id, job.job_type, \
-                    jsonb_build_object('v', 1, 'event_id', job.new_event, 'job_id', job.id, \
-                                       'tenant_id', job.tenant_id, 'job_type', job.job_type), \
+                    quire_event_message(job.new_event, job.id, job.tenant_id, job.job_type, job.old_event), \
                     'PENDING', now() \
              FROM job RETURNING id) \
          SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",

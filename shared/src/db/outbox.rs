@@ -166,3 +166,15 @@ pub async fn job_events(
         .load(conn)
         .await?)
 }
+
+/// The stored message of one event (tests and operators).
+pub async fn event_message(
+    conn: &mut AsyncPgConnection,
+    event_id: Uuid,
+) -> Result<serde_json::Value, DbError> {
+    Ok(outbox_events::table
+        .find(event_id)
+        .select(outbox_events::message)
+        .first(conn)
+        .await?)
+}

@@ -1,0 +1,1 @@
+DROP FUNCTION quire_event_message(uuid, uuid, uuid, text, uuid);
