@@ -27,11 +27,14 @@ pub async fn middleware(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    let refused = req
-        .headers()
-        .get(ACCEPT)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|accept| !accepts_json(accept));
+    // Downloads answer the file's own type.
+    let download = req.path().ends_with("/content") || req.path().ends_with("/thumbnail");
+    let refused = !download
+        && req
+            .headers()
+            .get(ACCEPT)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|accept| !accepts_json(accept));
     if refused {
         let (request, _) = req.into_parts();
         let response = actix_web::ResponseError::error_response(&ApiError::NotAcceptable);

@@ -72,6 +72,87 @@ impl std::fmt::Display for JobType {
     }
 }
 
+/// What clients and operators may know of a job type (served by the job catalogue
+/// route): payload shape, who enqueues it, the tenant state it needs.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct JobTypeInfo {
+    #[serde(rename = "type")]
+    pub job_type: &'static str,
+    /// Payload fields and their JSON types.
+    pub payload: &'static [(&'static str, &'static str)],
+    pub enqueued_by: &'static str,
+    pub required_tenant_status: &'static str,
+    pub work: &'static str,
+}
+
+impl JobType {
+    pub fn info(self) -> JobTypeInfo {
+        let (payload, enqueued_by, required_tenant_status, work): (
+            &'static [(&'static str, &'static str)],
+            &'static str,
+            &'static str,
+            &'static str,
+        ) = match self {
+            Self::AnalyzeDocument => (
+                &[
+                    ("document_id", "uuid"),
+                    ("document_version_id", "uuid"),
+                    ("force", "boolean"),
+                ],
+                "upload, bulk re-analyze, title edit",
+                "active",
+                "verify integrity, thumbnails, text and OCR, issued-at date, search index",
+            ),
+            Self::VerifyDocument => (
+                &[("document_id", "uuid"), ("document_version_id", "uuid")],
+                "bulk verify, scheduled scrub",
+                "active",
+                "integrity check only",
+            ),
+            Self::PurgeDocument => (
+                &[("document_id", "uuid")],
+                "DELETE of a trashed document",
+                "active",
+                "remove every version and asset object, then the rows",
+            ),
+            Self::ProvisionTenant => (
+                &[("members", "uuid[]")],
+                "tenant creation",
+                "creating",
+                "search index, capability sets, members, then active",
+            ),
+            Self::DeleteTenant => (
+                &[
+                    ("remove_tenant", "boolean"),
+                    ("tenant_name", "string"),
+                    ("action", "\"delete\" | \"reset\""),
+                    ("nonce", "string"),
+                    ("issued_at", "RFC 3339 date-time"),
+                    ("signature", "hex HMAC-SHA256"),
+                    ("final_status", "\"active\" | \"suspended\" (optional)"),
+                ],
+                "admin, tenant deleting",
+                "deleting",
+                "verify the signed request, wipe storage, index and rows",
+            ),
+            #[cfg(feature = "fault-injection")]
+            Self::FaultTest => (
+                &[("work_ms", "integer"), ("abort", "boolean")],
+                "the fault suite",
+                "any",
+                "test oracle",
+            ),
+        };
+        JobTypeInfo {
+            job_type: self.as_str(),
+            payload,
+            enqueued_by,
+            required_tenant_status,
+            work,
+        }
+    }
+}
+
 /// Payload of `analyze-document`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

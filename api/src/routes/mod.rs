@@ -1,8 +1,13 @@
 //! Route table. Every path is a resource whose other methods answer 405 problem+json.
 
+mod catalogue;
+mod content;
 mod documents;
+mod edit;
 mod health;
 mod jobs;
+mod listing;
+mod reanalyze;
 mod trash;
 
 use actix_web::{HttpResponse, Resource, web};
@@ -22,12 +27,30 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/readyz").route(web::get().to(health::readyz)))
         .service(
             web::scope("/api")
-                .service(resource("/documents").route(web::post().to(documents::upload)))
+                .service(
+                    resource("/documents")
+                        .route(web::post().to(documents::upload))
+                        .route(web::get().to(listing::list)),
+                )
+                // Before "/documents/{document_id}", which would take "reanalyze" as an id.
+                .service(
+                    resource("/documents/reanalyze").route(web::post().to(reanalyze::reanalyze)),
+                )
                 .service(
                     resource("/documents/{document_id}")
                         .route(web::get().to(documents::get))
+                        .route(web::patch().to(edit::patch))
                         .route(web::delete().to(trash::trash)),
                 )
+                .service(
+                    resource("/documents/{document_id}/content")
+                        .route(web::get().to(content::content)),
+                )
+                .service(
+                    resource("/documents/{document_id}/thumbnail")
+                        .route(web::get().to(content::thumbnail)),
+                )
+                .service(resource("/jobs/catalogue").route(web::get().to(catalogue::catalogue)))
                 .service(
                     resource("/documents/{document_id}/restore")
                         .route(web::post().to(trash::restore)),

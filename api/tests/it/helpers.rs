@@ -249,7 +249,10 @@ pub async fn enqueue_fault_jobs(
                         max_attempts,
                         request_id: None,
                     };
-                    batch.push(jobs::enqueue(conn, &job).await?.job_id);
+                    let enqueued = jobs::enqueue(conn, &job)
+                        .await?
+                        .expect("a fault job never conflicts");
+                    batch.push(enqueued.job_id);
                 }
                 Ok(batch)
             })

@@ -23,6 +23,7 @@ pub struct Document {
     pub trashed_at: Option<OffsetDateTime>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    pub issued_at_set_by_user: bool,
 }
 
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
@@ -245,4 +246,117 @@ pub async fn lock_and_find_same_content(
     .await
     .optional()?
     .map(|row| row.id))
+}
+
+/// What an edit may change; `None` leaves a field alone.
+#[derive(Debug, Clone, Default)]
+pub struct DocumentEdit {
+    pub title: Option<String>,
+    /// `Some(None)` clears the date.
+    pub issued_at: Option<Option<Date>>,
+}
+
+/// Applies an edit to a live document of this tenant; a date set here is the user's and
+/// date detection never overwrites it.
+pub async fn edit_document(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+    edit: &DocumentEdit,
+) -> Result<Option<Document>, DbError> {
+    #[derive(AsChangeset)]
+    #[diesel(table_name = documents)]
+    struct Changes<'a> {
+        title: Option<&'a str>,
+        issued_at: Option<Option<Date>>,
+        issued_at_set_by_user: Option<bool>,
+    }
+    let changes = Changes {
+        title: edit.title.as_deref(),
+        issued_at: edit.issued_at,
+        issued_at_set_by_user: edit.issued_at.map(|_| true),
+    };
+    let target = documents::table
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .filter(documents::trashed_at.is_null());
+    if edit.title.is_none() && edit.issued_at.is_none() {
+        return Ok(target
+            .select(Document::as_select())
+            .first(conn)
+            .await
+            .optional()?);
+    }
+    Ok(diesel::update(target)
+        .set((changes, documents::updated_at.eq(diesel::dsl::now)))
+        .returning(Document::as_returning())
+        .get_result(conn)
+        .await
+        .optional()?)
+}
+
+/// Where a listing page starts: after this (created_at, id) in newest-first order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageAfter {
+    pub created_at: OffsetDateTime,
+    pub id: Uuid,
+}
+
+/// Filters of a listing.
+#[derive(Debug, Clone, Default)]
+pub struct DocumentFilter {
+    pub status: Option<DocumentStatus>,
+    /// `true`: only the trash; `false` (default): only live documents.
+    pub trashed: bool,
+}
+
+/// One page of this tenant's documents, newest first (keyset pagination: stable under
+/// concurrent inserts, cheap at any depth).
+pub async fn list_documents(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    filter: &DocumentFilter,
+    after: Option<PageAfter>,
+    limit: i64,
+) -> Result<Vec<Document>, DbError> {
+    let mut query = documents::table
+        .filter(documents::tenant_id.eq(tenant_id))
+        .into_boxed();
+    query = if filter.trashed {
+        query.filter(documents::trashed_at.is_not_null())
+    } else {
+        query.filter(documents::trashed_at.is_null())
+    };
+    if let Some(status) = filter.status {
+        query = query.filter(documents::status.eq(status));
+    }
+    if let Some(after) = after {
+        query = query.filter(
+            documents::created_at
+                .lt(after.created_at)
+                .or(documents::created_at
+                    .eq(after.created_at)
+                    .and(documents::id.lt(after.id))),
+        );
+    }
+    Ok(query
+        .order((documents::created_at.desc(), documents::id.desc()))
+        .limit(limit)
+        .select(Document::as_select())
+        .load(conn)
+        .await?)
+}
+
+/// Versions of this tenant by id (one query for a whole listing page).
+pub async fn find_versions(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    version_ids: &[Uuid],
+) -> Result<Vec<DocumentVersion>, DbError> {
+    Ok(document_versions::table
+        .filter(document_versions::tenant_id.eq(tenant_id))
+        .filter(document_versions::id.eq_any(version_ids))
+        .select(DocumentVersion::as_select())
+        .load(conn)
+        .await?)
 }

@@ -86,10 +86,12 @@ pub struct Enqueued {
 
 /// Writes a `QUEUED` job, its `PENDING` outbox event due now, and a NOTIFY delivered at
 /// commit — in one statement, inside the caller's transaction. Never touches Redis.
+/// `None` when an equivalent job is already active (at most one active analyze job per
+/// document version: the partial unique index decides, race-free).
 pub async fn enqueue<P: Serialize>(
     conn: &mut AsyncPgConnection,
     job: &NewJob<P>,
-) -> Result<Enqueued, DbError> {
+) -> Result<Option<Enqueued>, DbError> {
     let job_id = Uuid::now_v7();
     let event_id = Uuid::now_v7();
     let payload = serde_json::to_value(&job.payload)
@@ -98,11 +100,12 @@ pub async fn enqueue<P: Serialize>(
     message.request_id = job.request_id.clone();
     let message = serde_json::to_value(&message)
         .map_err(|error| DbError::Build(format!("message does not serialize: {error}")))?;
-    diesel::sql_query(
+    let inserted = diesel::sql_query(
         "WITH job AS ( \
              INSERT INTO processing_jobs \
                  (id, tenant_id, document_id, job_type, payload, status, max_attempts, current_event_id) \
              VALUES ($1, $2, $3, $4, $5, 'QUEUED', $6, $7) \
+             ON CONFLICT DO NOTHING \
              RETURNING id), \
          event AS ( \
              INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
@@ -120,7 +123,25 @@ pub async fn enqueue<P: Serialize>(
     .bind::<Jsonb, _>(message)
     .execute(conn)
     .await?;
-    Ok(Enqueued { job_id, event_id })
+    Ok((inserted == 1).then_some(Enqueued { job_id, event_id }))
+}
+
+/// The active (`QUEUED`/`RUNNING`) analyze job of one of this tenant's document versions.
+pub async fn find_active_analyze_job(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    version_id: Uuid,
+) -> Result<Option<Job>, DbError> {
+    Ok(diesel::sql_query(
+        "SELECT * FROM processing_jobs \
+         WHERE payload ->> 'document_version_id' = $2 AND job_type = 'analyze-document' \
+           AND status IN ('QUEUED', 'RUNNING') AND tenant_id = $1",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<Text, _>(version_id.to_string())
+    .get_result::<Job>(conn)
+    .await
+    .optional()?)
 }
 
 /// `QUEUED → RUNNING` for the holder of the job's CURRENT event only: a duplicate or an

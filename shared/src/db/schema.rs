@@ -21,6 +21,7 @@ diesel::table! {
         current_version_id -> Nullable<Uuid>,
         issued_at -> Nullable<Date>,
         trashed_at -> Nullable<Timestamptz>,
+        issued_at_set_by_user -> Bool,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
     }

@@ -1,0 +1,121 @@
+//! Downloads: a document's current bytes, and its thumbnail once the pipeline made one.
+
+use actix_web::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+use actix_web::{HttpResponse, web};
+use anyhow::Context;
+use quire_shared::db::documents;
+use quire_shared::storage::{StorageError, StorageKey};
+use tokio_util::io::ReaderStream;
+use uuid::Uuid;
+
+use super::documents::connection;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// `attachment` with an ASCII fallback name and the UTF-8 name percent-encoded
+/// (RFC 6266 / 8187): no quote, backslash or control character reaches the header.
+fn content_disposition(filename: &str) -> String {
+    let ascii: String = filename
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._- ".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let encoded: String = filename
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
+}
+
+/// `GET /api/documents/{id}/content`.
+pub async fn content(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let document_id = path.into_inner();
+    let mut conn = connection(&state).await?;
+    let document = documents::find_document(&mut conn, caller.tenant_id, document_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let version_id = document.current_version_id.ok_or(ApiError::NotFound)?;
+    let version = documents::find_version(&mut conn, caller.tenant_id, document_id, version_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    drop(conn);
+    let key = StorageKey::from_stored(&version.storage_key).context("a stored key is malformed")?;
+    let reader = match state.store.open(&key).await {
+        Ok(reader) => reader,
+        Err(StorageError::NotFound) => {
+            return Err(ApiError::Conflict {
+                code: "content_missing",
+                detail: "the stored file of this document is missing".to_owned(),
+                extension: None,
+            });
+        }
+        Err(error) => {
+            return Err(ApiError::Internal(
+                anyhow::Error::new(error).context("failed to open content"),
+            ));
+        }
+    };
+    let filename = version
+        .original_filename
+        .unwrap_or_else(|| format!("{document_id}"));
+    Ok(HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, version.content_type))
+        .insert_header((CONTENT_DISPOSITION, content_disposition(&filename)))
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header(("Content-Security-Policy", "default-src 'none'; sandbox"))
+        .no_chunking(u64::try_from(version.size_bytes).unwrap_or(0))
+        .streaming(ReaderStream::new(reader)))
+}
+
+/// `GET /api/documents/{id}/thumbnail`: the analysis pipeline makes thumbnails; until it
+/// has, there is none to serve.
+pub async fn thumbnail(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let document_id = path.into_inner();
+    let mut conn = connection(&state).await?;
+    documents::find_document(&mut conn, caller.tenant_id, document_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Err(ApiError::Conflict {
+        code: "thumbnail_not_available",
+        detail: "this document has no thumbnail yet".to_owned(),
+        extension: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispositions_never_carry_quotes_or_control_characters() {
+        let header = content_disposition("a\"b\\c\r\nd é.pdf");
+        assert!(
+            header.starts_with("attachment; filename=\"a_b_c__d _.pdf\";"),
+            "{header}"
+        );
+        assert!(
+            header.ends_with("filename*=UTF-8''a%22b%5Cc%0D%0Ad%20%C3%A9.pdf"),
+            "{header}"
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! `PATCH /api/documents/{id}`: title and issued-at date. A title change analyzes the
+//! document again unless an analysis of its version is already queued or running.
+
+use actix_web::{HttpResponse, web};
+use diesel_async::AsyncConnection;
+use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
+use quire_shared::db::DbError;
+use quire_shared::db::documents::{self, DocumentEdit};
+use quire_shared::db::jobs::{self, NewJob};
+use serde::Deserialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::documents::connection;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::upload::MAX_TITLE_CHARS;
+use crate::views::{DocumentView, JobView};
+
+/// Fields a client may change. Anything else in the body (status, tenant, attempts…) is
+/// server-owned and ignored.
+#[derive(Debug, Deserialize)]
+pub struct DocumentPatch {
+    title: Option<String>,
+    /// `"YYYY-MM-DD"`, or `null` to clear.
+    #[serde(default, deserialize_with = "explicit_null")]
+    issued_at: Option<Option<String>>,
+}
+
+/// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
+fn explicit_null<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Ok(Some(Option::deserialize(deserializer)?))
+}
+
+fn parse_edit(patch: DocumentPatch) -> Result<DocumentEdit, ApiError> {
+    let title = match patch.title {
+        None => None,
+        Some(title) => {
+            let title = title.trim().to_owned();
+            if title.is_empty()
+                || title.chars().count() > MAX_TITLE_CHARS
+                || title.chars().any(char::is_control)
+            {
+                return Err(ApiError::unprocessable(
+                    "invalid_title",
+                    format!(
+                        "a title has 1 to {MAX_TITLE_CHARS} characters and no control characters"
+                    ),
+                ));
+            }
+            Some(title)
+        }
+    };
+    let issued_at = match patch.issued_at {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(text)) => {
+            let format = time::macros::format_description!("[year]-[month]-[day]");
+            let date = time::Date::parse(&text, &format).map_err(|_| {
+                ApiError::unprocessable("invalid_issued_at", "issued_at is a date as YYYY-MM-DD")
+            })?;
+            Some(Some(date))
+        }
+    };
+    Ok(DocumentEdit { title, issued_at })
+}
+
+pub async fn patch(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+    body: web::Json<DocumentPatch>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require_active_tenant()?;
+    let document_id = path.into_inner();
+    let tenant_id = caller.tenant_id;
+    let edit = parse_edit(body.into_inner())?;
+    let max_attempts = state.settings.jobs.max_attempts;
+    let request_id = crate::request_id::current();
+    let mut conn = connection(&state).await?;
+    let edited = conn
+        .transaction::<_, DbError, _>(async |conn| {
+            let before = documents::find_document(conn, tenant_id, document_id).await?;
+            let Some(before) = before else {
+                return Ok(None);
+            };
+            let Some(after) = documents::edit_document(conn, tenant_id, document_id, &edit).await?
+            else {
+                return Ok(None);
+            };
+            let mut job = None;
+            if let (true, Some(version_id)) =
+                (after.title != before.title, after.current_version_id)
+            {
+                let analyze = NewJob {
+                    tenant_id,
+                    document_id: Some(document_id),
+                    job_type: JobType::AnalyzeDocument,
+                    payload: AnalyzeDocumentPayload {
+                        document_id,
+                        document_version_id: version_id,
+                        force: false,
+                    },
+                    max_attempts,
+                    request_id: request_id.clone(),
+                };
+                job = match jobs::enqueue(conn, &analyze).await? {
+                    Some(enqueued) => jobs::find_job(conn, enqueued.job_id).await?,
+                    // Already queued or running: that one will see the new title.
+                    None => jobs::find_active_analyze_job(conn, tenant_id, version_id).await?,
+                };
+            }
+            let version = match after.current_version_id {
+                Some(version_id) => {
+                    documents::find_version(conn, tenant_id, document_id, version_id).await?
+                }
+                None => None,
+            };
+            Ok(Some((after, version, job)))
+        })
+        .await?;
+    let (document, version, job) = edited.ok_or(ApiError::NotFound)?;
+    Ok(HttpResponse::Ok().json(json!({
+        "document": DocumentView::new(document, version),
+        "job": job.map(JobView::from),
+    })))
+}

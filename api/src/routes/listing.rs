@@ -1,0 +1,146 @@
+//! `GET /api/documents`: this tenant's documents, newest first, with filters and an
+//! opaque cursor.
+
+use std::collections::HashMap;
+
+use actix_web::{HttpResponse, web};
+use quire_shared::db::documents::{self, DocumentFilter, PageAfter};
+use quire_shared::states::DocumentStatus;
+use serde::Deserialize;
+use serde_json::json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::documents::connection;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::views::DocumentView;
+
+const DEFAULT_LIMIT: i64 = 50;
+const MAX_LIMIT: i64 = 200;
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    status: Option<String>,
+    trashed: Option<bool>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// `v1.<created_at unix nanos>.<id>`, hex-encoded: opaque to clients, stable for us.
+fn encode_cursor(after: PageAfter) -> String {
+    hex::encode(format!(
+        "v1.{}.{}",
+        after.created_at.unix_timestamp_nanos(),
+        after.id
+    ))
+}
+
+fn decode_cursor(cursor: &str) -> Option<PageAfter> {
+    let text = String::from_utf8(hex::decode(cursor).ok()?).ok()?;
+    let mut parts = text.splitn(3, '.');
+    if parts.next()? != "v1" {
+        return None;
+    }
+    let nanos: i128 = parts.next()?.parse().ok()?;
+    Some(PageAfter {
+        created_at: OffsetDateTime::from_unix_timestamp_nanos(nanos).ok()?,
+        id: Uuid::parse_str(parts.next()?).ok()?,
+    })
+}
+
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.into_inner();
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(text) => Some(
+            DocumentStatus::parse(&text.to_ascii_uppercase()).ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_status",
+                    "status is one of PENDING, PROCESSING, READY, FAILED",
+                )
+            })?,
+        ),
+    };
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_limit",
+            format!("limit is between 1 and {MAX_LIMIT}"),
+        ));
+    }
+    let after = match query.cursor.as_deref() {
+        None => None,
+        Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+            ApiError::bad_request("invalid_cursor", "the cursor is not one this API returned")
+        })?),
+    };
+    let filter = DocumentFilter {
+        status,
+        trashed: query.trashed.unwrap_or(false),
+    };
+    let mut conn = connection(&state).await?;
+    // One row more than asked tells whether another page exists.
+    let mut page =
+        documents::list_documents(&mut conn, caller.tenant_id, &filter, after, limit + 1).await?;
+    let more = page.len() as i64 > limit;
+    page.truncate(limit as usize);
+    let next_cursor = more
+        .then(|| {
+            page.last().map(|last| {
+                encode_cursor(PageAfter {
+                    created_at: last.created_at,
+                    id: last.id,
+                })
+            })
+        })
+        .flatten();
+    let version_ids: Vec<Uuid> = page
+        .iter()
+        .filter_map(|document| document.current_version_id)
+        .collect();
+    let mut versions: HashMap<Uuid, _> =
+        documents::find_versions(&mut conn, caller.tenant_id, &version_ids)
+            .await?
+            .into_iter()
+            .map(|version| (version.id, version))
+            .collect();
+    let views: Vec<DocumentView> = page
+        .into_iter()
+        .map(|document| {
+            let version = document
+                .current_version_id
+                .and_then(|id| versions.remove(&id));
+            DocumentView::new(document, version)
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({ "documents": views, "next_cursor": next_cursor })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_forgeries() {
+        let after = PageAfter {
+            created_at: OffsetDateTime::from_unix_timestamp_nanos(1_796_000_000_123_456_000)
+                .expect("time"),
+            id: Uuid::now_v7(),
+        };
+        assert_eq!(decode_cursor(&encode_cursor(after)), Some(after));
+        for forged in [
+            "",
+            "zz",
+            &hex::encode("v2.1.x"),
+            &hex::encode("v1.notanumber.x"),
+        ] {
+            assert_eq!(decode_cursor(forged), None, "{forged}");
+        }
+    }
+}
