@@ -7,7 +7,7 @@ mod auth;
 mod error;
 mod problem_fallback;
 mod request_id;
-mod routes;
+pub mod routes;
 mod sniff;
 mod state;
 mod upload;

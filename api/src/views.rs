@@ -6,12 +6,15 @@ use quire_shared::db::jobs::Job;
 use quire_shared::states::{DocumentStatus, JobStatus};
 use serde::Serialize;
 use time::OffsetDateTime;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DocumentView {
     pub id: Uuid,
     pub title: String,
+    /// `PENDING`, `PROCESSING`, `READY` or `FAILED`: content readiness, not queue state.
+    #[schema(value_type = String, example = "PENDING")]
     pub status: DocumentStatus,
     pub processing_error: Option<String>,
     /// `YYYY-MM-DD`.
@@ -26,7 +29,7 @@ pub struct DocumentView {
     pub updated_at: OffsetDateTime,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct VersionView {
     pub id: Uuid,
     pub size_bytes: i64,
@@ -60,11 +63,13 @@ impl DocumentView {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct JobView {
     pub id: Uuid,
     #[serde(rename = "type")]
     pub job_type: String,
+    /// `QUEUED`, `RUNNING`, `SUCCEEDED`, `FAILED` or `CANCELLED`.
+    #[schema(value_type = String, example = "QUEUED")]
     pub status: JobStatus,
     pub attempts: i32,
     pub max_attempts: i32,
@@ -95,8 +100,34 @@ impl From<Job> for JobView {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct UploadView {
     pub document: DocumentView,
     pub job: JobView,
+}
+
+/// The multipart form of an upload.
+#[derive(ToSchema)]
+#[allow(dead_code)] // describes the form for the OpenAPI document only
+pub struct UploadForm {
+    /// The file: PDF, PNG, JPEG, TIFF, WebP or UTF-8 text, decided from its bytes.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+    /// Defaults to the file's name.
+    title: Option<String>,
+}
+
+/// An RFC 9457 problem: every error answer has this shape.
+#[derive(ToSchema)]
+#[allow(dead_code)] // describes error bodies for the OpenAPI document only
+pub struct ProblemView {
+    #[schema(rename = "type", example = "/problems/not-found")]
+    kind: String,
+    title: String,
+    status: u16,
+    detail: String,
+    /// Stable, documented; clients branch on it.
+    #[schema(example = "not_found")]
+    code: String,
+    request_id: String,
 }

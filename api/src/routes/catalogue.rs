@@ -5,7 +5,16 @@ use quire_shared::catalogue::{JobType, RETIRED_JOB_TYPES};
 use serde_json::json;
 
 use crate::auth::Caller;
+use crate::views::ProblemView;
 
+#[utoipa::path(
+    get, path = "/api/jobs/catalogue", tag = "jobs",
+    responses(
+        (status = 200, description = "{job_types, retired_job_types}"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn catalogue(_caller: Caller) -> HttpResponse {
     let types: Vec<_> = JobType::ALL
         .iter()

@@ -12,6 +12,7 @@ use super::documents::connection;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::views::ProblemView;
 
 /// `attachment` with an ASCII fallback name and the UTF-8 name percent-encoded
 /// (RFC 6266 / 8187): no quote, backslash or control character reaches the header.
@@ -40,6 +41,15 @@ fn content_disposition(filename: &str) -> String {
 }
 
 /// `GET /api/documents/{id}/content`.
+#[utoipa::path(
+    get, path = "/api/documents/{document_id}/content", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    responses(
+        (status = 200, description = "the bytes, as an attachment", content_type = "application/octet-stream"),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn content(
     state: web::Data<AppState>,
     caller: Caller,
@@ -85,6 +95,16 @@ pub async fn content(
 
 /// `GET /api/documents/{id}/thumbnail`: the analysis pipeline makes thumbnails; until it
 /// has, there is none to serve.
+#[utoipa::path(
+    get, path = "/api/documents/{document_id}/thumbnail", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    responses(
+        (status = 200, description = "a PNG thumbnail", content_type = "image/png"),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 409, description = "thumbnail_not_available", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn thumbnail(
     state: web::Data<AppState>,
     caller: Caller,

@@ -15,7 +15,7 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::upload::{self, MAX_TITLE_CHARS};
-use crate::views::{DocumentView, UploadView};
+use crate::views::{DocumentView, ProblemView, UploadForm, UploadView};
 
 /// Room for multipart framing and a title around the file itself.
 const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
@@ -50,6 +50,19 @@ pub(crate) async fn connection(state: &AppState) -> Result<PooledConnection, Api
 /// `POST /api/documents`: store the file, then record the document, its version, an
 /// `analyze-document` job and its outbox event in ONE transaction. Redis is not involved:
 /// an upload succeeds while Redis is down.
+#[utoipa::path(
+    post, path = "/api/documents", tag = "documents",
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "recorded, analysis queued", body = UploadView),
+        (status = 409, description = "duplicate_document: the same bytes exist in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 413, description = "larger than the upload limit", body = ProblemView, content_type = "application/problem+json"),
+        (status = 415, description = "not multipart, or a file type outside the allowlist", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "empty file or invalid title", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn upload(
     state: web::Data<AppState>,
     caller: Caller,
@@ -196,6 +209,15 @@ async fn record_upload(
 }
 
 /// `GET /api/documents/{id}`.
+#[utoipa::path(
+    get, path = "/api/documents/{document_id}", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    responses(
+        (status = 200, description = "the document", body = DocumentView),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,

@@ -16,15 +16,16 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::upload::MAX_TITLE_CHARS;
-use crate::views::{DocumentView, JobView};
+use crate::views::{DocumentView, JobView, ProblemView};
 
 /// Fields a client may change. Anything else in the body (status, tenant, attempts…) is
 /// server-owned and ignored.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct DocumentPatch {
     title: Option<String>,
     /// `"YYYY-MM-DD"`, or `null` to clear.
     #[serde(default, deserialize_with = "explicit_null")]
+    #[schema(value_type = Option<String>, format = Date)]
     issued_at: Option<Option<String>>,
 }
 
@@ -68,6 +69,17 @@ fn parse_edit(patch: DocumentPatch) -> Result<DocumentEdit, ApiError> {
     Ok(DocumentEdit { title, issued_at })
 }
 
+#[utoipa::path(
+    patch, path = "/api/documents/{document_id}", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    request_body = DocumentPatch,
+    responses(
+        (status = 200, description = "{document, job}: a new title analyzes again once"),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "invalid title or date", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn patch(
     state: web::Data<AppState>,
     caller: Caller,

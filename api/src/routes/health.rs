@@ -6,12 +6,17 @@ use serde_json::json;
 use crate::state::AppState;
 
 /// `GET /healthz`: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "health", security(()), responses((status = 200, description = "alive")))]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
 
 /// `GET /readyz`: PostgreSQL and Redis answer and the schema is current. The body names
 /// each check, never an address or an error text.
+#[utoipa::path(
+    get, path = "/readyz", tag = "health", security(()),
+    responses((status = 200, description = "PostgreSQL, Redis and schema ready"), (status = 503, description = "not ready; the body names the failing check"))
+)]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let (database, migrations) = match state.pool.get().await {
         Ok(mut conn) => (

@@ -10,9 +10,18 @@ use super::documents::connection;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::JobView;
+use crate::views::{JobView, ProblemView};
 
 /// `GET /api/documents/{id}/processing-jobs`.
+#[utoipa::path(
+    get, path = "/api/documents/{document_id}/processing-jobs", tag = "jobs", params(("document_id" = Uuid, Path, description = "document id")),
+    responses(
+        (status = 200, description = "{jobs: [...]}, oldest first"),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -32,6 +41,15 @@ pub async fn list(
 }
 
 /// `GET /api/documents/{id}/processing-jobs/{job_id}`: 404 unless the job is this document's.
+#[utoipa::path(
+    get, path = "/api/documents/{document_id}/processing-jobs/{job_id}", tag = "jobs", params(("document_id" = Uuid, Path, description = "document id"), ("job_id" = Uuid, Path, description = "job id")),
+    responses(
+        (status = 200, description = "the job", body = JobView),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
@@ -51,6 +69,16 @@ pub async fn get(
 /// `POST /api/documents/{id}/processing-jobs/{job_id}/retry`: `FAILED → QUEUED` with a
 /// new event and a fresh budget of automatic attempts; 409 naming the current state for
 /// any other job, 404 when the job is not this document's.
+#[utoipa::path(
+    post, path = "/api/documents/{document_id}/processing-jobs/{job_id}/retry", tag = "jobs", params(("document_id" = Uuid, Path, description = "document id"), ("job_id" = Uuid, Path, description = "job id")),
+    responses(
+        (status = 202, description = "queued again with a fresh attempt budget", body = JobView),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 409, description = "job_not_failed (with current_status) or job_already_active", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn retry(
     state: web::Data<AppState>,
     caller: Caller,

@@ -15,7 +15,7 @@ use super::documents::connection;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::DocumentView;
+use crate::views::{DocumentView, ProblemView};
 
 const DEFAULT_LIMIT: i64 = 50;
 const MAX_LIMIT: i64 = 200;
@@ -50,6 +50,21 @@ fn decode_cursor(cursor: &str) -> Option<PageAfter> {
     })
 }
 
+#[utoipa::path(
+    get, path = "/api/documents", tag = "documents",
+    params(
+        ("status" = Option<String>, Query, description = "PENDING, PROCESSING, READY or FAILED"),
+        ("trashed" = Option<bool>, Query, description = "true lists the trash"),
+        ("limit" = Option<i64>, Query, description = "1 to 200, default 50"),
+        ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "a page of documents, newest first: {documents, next_cursor}"),
+        (status = 400, description = "invalid filter, limit or cursor", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,

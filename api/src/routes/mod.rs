@@ -1,4 +1,6 @@
-//! Route table. Every path is a resource whose other methods answer 405 problem+json.
+//! Route table: one macro call lists every route once, and generates both the actix
+//! configuration and `ROUTES`, which a test compares with the OpenAPI document. Every
+//! path is a resource whose other methods answer 405 problem+json.
 
 mod catalogue;
 mod content;
@@ -7,12 +9,15 @@ mod edit;
 mod health;
 mod jobs;
 mod listing;
+mod openapi;
 mod reanalyze;
 mod trash;
 
 use actix_web::{HttpResponse, Resource, web};
 
 use crate::error::ApiError;
+
+pub use openapi::ApiDoc;
 
 async fn method_not_allowed() -> Result<HttpResponse, ApiError> {
     Err(ApiError::MethodNotAllowed)
@@ -22,50 +27,43 @@ fn resource(path: &str) -> Resource {
     web::resource(path).default_service(web::to(method_not_allowed))
 }
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/healthz").route(web::get().to(health::healthz)))
-        .service(resource("/readyz").route(web::get().to(health::readyz)))
-        .service(
-            web::scope("/api")
-                .service(
-                    resource("/documents")
-                        .route(web::post().to(documents::upload))
-                        .route(web::get().to(listing::list)),
-                )
-                // Before "/documents/{document_id}", which would take "reanalyze" as an id.
-                .service(
-                    resource("/documents/reanalyze").route(web::post().to(reanalyze::reanalyze)),
-                )
-                .service(
-                    resource("/documents/{document_id}")
-                        .route(web::get().to(documents::get))
-                        .route(web::patch().to(edit::patch))
-                        .route(web::delete().to(trash::trash)),
-                )
-                .service(
-                    resource("/documents/{document_id}/content")
-                        .route(web::get().to(content::content)),
-                )
-                .service(
-                    resource("/documents/{document_id}/thumbnail")
-                        .route(web::get().to(content::thumbnail)),
-                )
-                .service(resource("/jobs/catalogue").route(web::get().to(catalogue::catalogue)))
-                .service(
-                    resource("/documents/{document_id}/restore")
-                        .route(web::post().to(trash::restore)),
-                )
-                .service(
-                    resource("/documents/{document_id}/processing-jobs")
-                        .route(web::get().to(jobs::list)),
-                )
-                .service(
-                    resource("/documents/{document_id}/processing-jobs/{job_id}")
-                        .route(web::get().to(jobs::get)),
-                )
-                .service(
-                    resource("/documents/{document_id}/processing-jobs/{job_id}/retry")
-                        .route(web::post().to(jobs::retry)),
-                ),
-        );
+macro_rules! route_table {
+    ($( $path:literal { $( $method:ident => $handler:path ),+ $(,)? } )+) => {
+        /// Every (method, path) the service answers, as actix matches them.
+        pub const ROUTES: &[(&str, &str)] = &[ $( $( (stringify!($method), $path), )+ )+ ];
+
+        pub fn configure(cfg: &mut web::ServiceConfig) {
+            $( cfg.service(resource($path) $( .route(web::$method().to($handler)) )+ ); )+
+        }
+    };
 }
+
+route_table! {
+    "/healthz" { get => health::healthz }
+    "/readyz" { get => health::readyz }
+    "/api/documents" { post => documents::upload, get => listing::list }
+    // Before "/api/documents/{document_id}", which would take "reanalyze" for an id.
+    "/api/documents/reanalyze" { post => reanalyze::reanalyze }
+    "/api/documents/{document_id}" { get => documents::get, patch => edit::patch, delete => trash::trash }
+    "/api/documents/{document_id}/restore" { post => trash::restore }
+    "/api/documents/{document_id}/content" { get => content::content }
+    "/api/documents/{document_id}/thumbnail" { get => content::thumbnail }
+    "/api/documents/{document_id}/processing-jobs" { get => jobs::list }
+    "/api/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
+    "/api/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }
+    "/api/jobs/catalogue" { get => catalogue::catalogue }
+    "/api/openapi.json" { get => openapi::document }
+    "/api/docs" { get => openapi::swagger_ui }
+    "/api/docs/init.js" { get => openapi::swagger_init }
+    "/api/docs/swagger-ui.css" { get => openapi::swagger_css }
+    "/api/docs/swagger-ui-bundle.js" { get => openapi::swagger_js }
+}
+
+/// Routes that serve the API's own documentation rather than the API.
+pub const DOCUMENTATION_ROUTES: &[&str] = &[
+    "/api/openapi.json",
+    "/api/docs",
+    "/api/docs/init.js",
+    "/api/docs/swagger-ui.css",
+    "/api/docs/swagger-ui-bundle.js",
+];

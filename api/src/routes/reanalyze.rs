@@ -14,17 +14,27 @@ use super::documents::connection;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::JobView;
+use crate::views::{JobView, ProblemView};
 
 const MAX_IDS: usize = 100;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct ReanalyzeRequest {
     ids: Vec<Uuid>,
     #[serde(default)]
     force: bool,
 }
 
+#[utoipa::path(
+    post, path = "/api/documents/reanalyze", tag = "documents",
+    request_body = ReanalyzeRequest,
+    responses(
+        (status = 202, description = "{results: [{document_id, job, error}]}: the job of each document, existing or new"),
+        (status = 422, description = "no ids, or more than 100", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn reanalyze(
     state: web::Data<AppState>,
     caller: Caller,

@@ -11,10 +11,19 @@ use super::documents::connection;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::DocumentView;
+use crate::views::{DocumentView, ProblemView};
 
 /// `DELETE /api/documents/{id}`: moves a live document to the trash and cancels its
 /// `QUEUED`/`RUNNING` jobs and their undelivered events, atomically.
+#[utoipa::path(
+    delete, path = "/api/documents/{document_id}", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    responses(
+        (status = 200, description = "{document, cancelled_jobs}: trashed, unfinished jobs cancelled"),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn trash(
     state: web::Data<AppState>,
     caller: Caller,
@@ -43,6 +52,16 @@ pub async fn trash(
 }
 
 /// `POST /api/documents/{id}/restore`: takes a document out of the trash.
+#[utoipa::path(
+    post, path = "/api/documents/{document_id}/restore", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    responses(
+        (status = 200, description = "restored", body = DocumentView),
+        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 409, description = "document_not_trashed", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
 pub async fn restore(
     state: web::Data<AppState>,
     caller: Caller,

@@ -9,6 +9,7 @@ mod hostile;
 mod integrity;
 mod lost_messages;
 mod migrations;
+mod openapi;
 mod redis_outage;
 mod rescue_race;
 mod retry;
