@@ -153,6 +153,13 @@ impl JobType {
     }
 }
 
+/// Payload of `purge-document`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeDocumentPayload {
+    pub document_id: Uuid,
+}
+
 /// Payload of `analyze-document`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -136,6 +136,12 @@ async fn run_handler(
     cancelled: &CancellationToken,
 ) -> Result<(), JobError> {
     let Some(handler) = handler else {
+        if quire_shared::catalogue::RETIRED_JOB_TYPES.contains(&job.job_type.as_str()) {
+            return Err(JobError::permanent(
+                "retired_job_type",
+                "this job type is retired; its work runs inside analyze-document",
+            ));
+        }
         return Err(JobError::permanent(
             "unsupported_job_type",
             "no worker can run this job type",

@@ -3,6 +3,8 @@
 
 use actix_web::{HttpResponse, web};
 use diesel_async::AsyncConnection;
+use quire_shared::catalogue::{JobType, PurgeDocumentPayload};
+use quire_shared::db::jobs::NewJob;
 use quire_shared::db::{DbError, documents, jobs};
 use serde_json::json;
 use uuid::Uuid;
@@ -11,14 +13,24 @@ use super::documents::connection;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::{DocumentView, ProblemView};
+use crate::views::{DocumentView, JobView, ProblemView};
 
-/// `DELETE /api/documents/{id}`: moves a live document to the trash and cancels its
-/// `QUEUED`/`RUNNING` jobs and their undelivered events, atomically.
+/// What a `DELETE` did.
+enum Deleted {
+    Trashed(documents::Document, usize),
+    PurgeQueued(jobs::Job),
+}
+
+/// `DELETE /api/documents/{id}`: a live document goes to the trash, and its `QUEUED` /
+/// `RUNNING` jobs and their undelivered events are cancelled, atomically (200). A
+/// document already in the trash is purged for good by a `purge-document` job (202 with
+/// the job; a purge already queued or running is returned, not duplicated).
 #[utoipa::path(
-    delete, path = "/api/documents/{document_id}", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    delete, path = "/api/documents/{document_id}", tag = "documents",
+    params(("document_id" = Uuid, Path, description = "document id")),
     responses(
         (status = 200, description = "{document, cancelled_jobs}: trashed, unfinished jobs cancelled"),
+        (status = 202, description = "{job}: the trashed document will be purged", body = JobView),
         (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -32,23 +44,57 @@ pub async fn trash(
     caller.require_active_tenant()?;
     let document_id = path.into_inner();
     let tenant_id = caller.tenant_id;
+    let max_attempts = state.settings.jobs.max_attempts;
+    let request_id = crate::request_id::current();
     let mut conn = connection(&state).await?;
-    let trashed = conn
+    let deleted = conn
         .transaction::<_, DbError, _>(async |conn| {
-            let Some(document) = documents::trash_document(conn, tenant_id, document_id).await?
-            else {
+            if let Some(document) = documents::trash_document(conn, tenant_id, document_id).await? {
+                let cancelled = jobs::cancel_document_jobs(conn, tenant_id, document_id).await?;
+                return Ok(Some(Deleted::Trashed(document, cancelled)));
+            }
+            if documents::find_document_including_trashed(conn, tenant_id, document_id)
+                .await?
+                .is_none()
+            {
                 return Ok(None);
+            }
+            let purge = NewJob {
+                tenant_id,
+                document_id: Some(document_id),
+                job_type: JobType::PurgeDocument,
+                payload: PurgeDocumentPayload { document_id },
+                max_attempts,
+                request_id: request_id.clone(),
             };
-            let cancelled = jobs::cancel_document_jobs(conn, tenant_id, document_id).await?;
-            Ok(Some((document, cancelled)))
+            let job = match jobs::enqueue(conn, &purge).await? {
+                Some(enqueued) => jobs::find_job(conn, enqueued.job_id).await?,
+                None => {
+                    jobs::find_active_document_job(
+                        conn,
+                        tenant_id,
+                        document_id,
+                        JobType::PurgeDocument,
+                    )
+                    .await?
+                }
+            };
+            Ok(job.map(Deleted::PurgeQueued))
         })
         .await?;
-    let (document, cancelled) = trashed.ok_or(ApiError::NotFound)?;
-    tracing::info!(%document_id, %tenant_id, cancelled_jobs = cancelled, "document trashed");
-    Ok(HttpResponse::Ok().json(json!({
-        "document": DocumentView::new(document, None),
-        "cancelled_jobs": cancelled,
-    })))
+    match deleted.ok_or(ApiError::NotFound)? {
+        Deleted::Trashed(document, cancelled) => {
+            tracing::info!(%document_id, %tenant_id, cancelled_jobs = cancelled, "document trashed");
+            Ok(HttpResponse::Ok().json(json!({
+                "document": DocumentView::new(document, None),
+                "cancelled_jobs": cancelled,
+            })))
+        }
+        Deleted::PurgeQueued(job) => {
+            tracing::info!(%document_id, %tenant_id, job_id = %job.id, "document purge queued");
+            Ok(HttpResponse::Accepted().json(json!({ "job": JobView::from(job) })))
+        }
+    }
 }
 
 /// `POST /api/documents/{id}/restore`: takes a document out of the trash.
@@ -69,28 +115,43 @@ pub async fn restore(
 ) -> Result<HttpResponse, ApiError> {
     caller.require_active_tenant()?;
     let document_id = path.into_inner();
+    let tenant_id = caller.tenant_id;
     let mut conn = connection(&state).await?;
-    if let Some(document) =
-        documents::restore_document(&mut conn, caller.tenant_id, document_id).await?
-    {
-        tracing::info!(%document_id, tenant_id = %caller.tenant_id, "document restored");
-        let version = match document.current_version_id {
-            Some(version_id) => {
-                documents::find_version(&mut conn, caller.tenant_id, document_id, version_id)
-                    .await?
+    let restored = conn
+        .transaction::<_, DbError, _>(async |conn| {
+            // Locks the row: a running purge holds it until it is done, and then there is
+            // nothing left to restore.
+            let Some(current) = documents::lock_document(conn, tenant_id, document_id).await?
+            else {
+                return Ok(Err(ApiError::NotFound));
+            };
+            if current.trashed_at.is_none() {
+                return Ok(Err(ApiError::Conflict {
+                    code: "document_not_trashed",
+                    detail: "the document is not in the trash".to_owned(),
+                    extension: None,
+                }));
             }
-            None => None,
-        };
-        return Ok(HttpResponse::Ok().json(DocumentView::new(document, version)));
-    }
-    match documents::find_document_including_trashed(&mut conn, caller.tenant_id, document_id)
-        .await?
-    {
-        Some(_) => Err(ApiError::Conflict {
-            code: "document_not_trashed",
-            detail: "the document is not in the trash".to_owned(),
-            extension: None,
-        }),
-        None => Err(ApiError::NotFound),
-    }
+            // A purge that has not started is withdrawn with the restore.
+            jobs::cancel_queued_document_jobs(
+                conn,
+                tenant_id,
+                document_id,
+                JobType::PurgeDocument,
+                "the document was restored",
+            )
+            .await?;
+            let document = documents::restore_document(conn, tenant_id, document_id).await?;
+            Ok(document.ok_or(ApiError::NotFound))
+        })
+        .await?;
+    let document = restored?;
+    tracing::info!(%document_id, %tenant_id, "document restored");
+    let version = match document.current_version_id {
+        Some(version_id) => {
+            documents::find_version(&mut conn, tenant_id, document_id, version_id).await?
+        }
+        None => None,
+    };
+    Ok(HttpResponse::Ok().json(DocumentView::new(document, version)))
 }

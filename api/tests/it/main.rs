@@ -10,6 +10,7 @@ mod integrity;
 mod lost_messages;
 mod migrations;
 mod openapi;
+mod purge;
 mod redis_outage;
 mod rescue_race;
 mod retry;

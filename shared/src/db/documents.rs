@@ -360,3 +360,59 @@ pub async fn find_versions(
         .load(conn)
         .await?)
 }
+
+/// Locks a document of this tenant, trashed or not, until the end of the transaction:
+/// a purge holds it so that a restore cannot interleave with the deletion.
+pub async fn lock_document(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Document>, DbError> {
+    Ok(documents::table
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .for_update()
+        .select(Document::as_select())
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+/// The storage keys of every version of a document.
+pub async fn version_keys(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+) -> Result<Vec<String>, DbError> {
+    Ok(document_versions::table
+        .filter(document_versions::tenant_id.eq(tenant_id))
+        .filter(document_versions::document_id.eq(document_id))
+        .select(document_versions::storage_key)
+        .load(conn)
+        .await?)
+}
+
+/// Deletes a trashed document's rows: its versions and itself. Jobs keep their rows (no
+/// foreign key) as the audit record.
+pub async fn delete_trashed_document(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+) -> Result<bool, DbError> {
+    let target = documents::table
+        .filter(documents::id.eq(id))
+        .filter(documents::tenant_id.eq(tenant_id))
+        .filter(documents::trashed_at.is_not_null());
+    diesel::update(target)
+        .set(documents::current_version_id.eq(None::<Uuid>))
+        .execute(conn)
+        .await?;
+    diesel::delete(
+        document_versions::table
+            .filter(document_versions::document_id.eq(id))
+            .filter(document_versions::tenant_id.eq(tenant_id)),
+    )
+    .execute(conn)
+    .await?;
+    Ok(diesel::delete(target).execute(conn).await? == 1)
+}

@@ -420,6 +420,55 @@ pub async fn cancel_jobs(
     Ok(usize::try_from(cancelled.count).unwrap_or(0))
 }
 
+/// The active (`QUEUED`/`RUNNING`) job of a type for one of this tenant's documents.
+pub async fn find_active_document_job(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+    job_type: JobType,
+) -> Result<Option<Job>, DbError> {
+    Ok(processing_jobs::table
+        .filter(processing_jobs::tenant_id.eq(tenant_id))
+        .filter(processing_jobs::document_id.eq(document_id))
+        .filter(processing_jobs::job_type.eq(job_type.as_str()))
+        .filter(processing_jobs::status.eq_any([JobStatus::Queued, JobStatus::Running]))
+        .select(Job::as_select())
+        .first(conn)
+        .await
+        .optional()?)
+}
+
+/// `QUEUED → CANCELLED` for a document's queued jobs of one type, and their undelivered
+/// events (a restore withdraws a purge that has not started).
+pub async fn cancel_queued_document_jobs(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+    job_type: JobType,
+    safe_message: &str,
+) -> Result<usize, DbError> {
+    let cancelled = diesel::sql_query(
+        "WITH jobs AS ( \
+             UPDATE processing_jobs \
+             SET status = 'CANCELLED', finished_at = now(), error_code = 'cancelled', \
+                 error_message = $4, updated_at = now() \
+             WHERE tenant_id = $1 AND document_id = $2 AND job_type = $3 AND status = 'QUEUED' \
+             RETURNING id), \
+         events AS ( \
+             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
+             WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING') \
+             RETURNING id) \
+         SELECT count(*) AS count FROM jobs",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<SqlUuid, _>(document_id)
+    .bind::<Text, _>(job_type.as_str())
+    .bind::<Text, _>(bounded(safe_message))
+    .get_result::<Count>(conn)
+    .await?;
+    Ok(usize::try_from(cancelled.count).unwrap_or(0))
+}
+
 /// The jobs of one of this tenant's documents, oldest first.
 pub async fn list_document_jobs(
     conn: &mut AsyncPgConnection,

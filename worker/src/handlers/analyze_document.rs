@@ -3,12 +3,13 @@
 
 use async_trait::async_trait;
 use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
+use quire_shared::db::documents;
 use quire_shared::db::jobs::Job;
-use quire_shared::db::{documents, tenants};
 use quire_shared::states::TenantStatus;
 use tokio_util::sync::CancellationToken;
 
 use super::JobHandler;
+use super::guards::{database_unavailable, ensure_tenant_status};
 use super::integrity;
 use crate::context::WorkerContext;
 use crate::outcome::JobError;
@@ -30,24 +31,8 @@ impl JobHandler for AnalyzeDocument {
         let payload: AnalyzeDocumentPayload = serde_json::from_value(job.payload.clone())
             .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
         let version = {
-            let mut conn = context.pool.get().await.map_err(|error| {
-                JobError::transient("database_unavailable", "the database is unavailable", error)
-            })?;
-            let tenant = tenants::find_tenant(&mut conn, job.tenant_id)
-                .await
-                .map_err(|error| {
-                    JobError::transient(
-                        "database_unavailable",
-                        "the database is unavailable",
-                        error,
-                    )
-                })?;
-            if tenant.map(|tenant| tenant.status) != Some(TenantStatus::Active) {
-                return Err(JobError::permanent(
-                    "tenant_inactive",
-                    "the tenant is not active",
-                ));
-            }
+            let mut conn = context.pool.get().await.map_err(database_unavailable)?;
+            ensure_tenant_status(&mut conn, job.tenant_id, TenantStatus::Active).await?;
             documents::find_version(
                 &mut conn,
                 job.tenant_id,
@@ -55,9 +40,7 @@ impl JobHandler for AnalyzeDocument {
                 payload.document_version_id,
             )
             .await
-            .map_err(|error| {
-                JobError::transient("database_unavailable", "the database is unavailable", error)
-            })?
+            .map_err(database_unavailable)?
             .ok_or(JobError::permanent(
                 "document_missing",
                 "the document version no longer exists",

@@ -3,7 +3,9 @@
 mod analyze_document;
 #[cfg(feature = "fault-injection")]
 mod fault_test;
+mod guards;
 mod integrity;
+mod purge_document;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,6 +57,7 @@ impl Registry {
     pub fn standard() -> Self {
         let mut registry = Self(BTreeMap::new());
         registry.add(Arc::new(analyze_document::AnalyzeDocument));
+        registry.add(Arc::new(purge_document::PurgeDocument));
         #[cfg(feature = "fault-injection")]
         registry.add(Arc::new(fault_test::FaultTest));
         registry

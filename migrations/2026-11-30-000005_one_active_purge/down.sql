@@ -1,0 +1,1 @@
+DROP INDEX processing_jobs_one_active_purge_idx;
