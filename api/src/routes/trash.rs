@@ -18,7 +18,7 @@ use crate::views::{DocumentView, JobView, ProblemView};
 /// What a `DELETE` did.
 enum Deleted {
     Trashed(documents::Document, usize),
-    PurgeQueued(jobs::Job),
+    PurgeQueued(Box<jobs::Job>),
 }
 
 /// `DELETE /api/documents/{id}`: a live document goes to the trash, and its `QUEUED` /
@@ -79,7 +79,7 @@ pub async fn trash(
                     .await?
                 }
             };
-            Ok(job.map(Deleted::PurgeQueued))
+            Ok(job.map(|job| Deleted::PurgeQueued(Box::new(job))))
         })
         .await?;
     match deleted.ok_or(ApiError::NotFound)? {
@@ -92,7 +92,7 @@ pub async fn trash(
         }
         Deleted::PurgeQueued(job) => {
             tracing::info!(%document_id, %tenant_id, job_id = %job.id, "document purge queued");
-            Ok(HttpResponse::Accepted().json(json!({ "job": JobView::from(job) })))
+            Ok(HttpResponse::Accepted().json(json!({ "job": JobView::from(*job) })))
         }
     }
 }
