@@ -14,6 +14,7 @@ mod purge;
 mod redis_outage;
 mod rescue_race;
 mod retry;
+mod route_walk;
 mod shutdown;
 mod tenant_isolation;
 mod transient_retry;
