@@ -19,6 +19,9 @@ pub struct DocumentView {
     pub processing_error: Option<String>,
     /// `YYYY-MM-DD`.
     pub issued_at: Option<String>,
+    /// Tag names, sorted.
+    pub tags: Vec<String>,
+    pub correspondent: Option<String>,
     pub current_version: Option<VersionView>,
     /// Set while the document is in the trash.
     #[serde(with = "time::serde::rfc3339::option")]
@@ -27,6 +30,15 @@ pub struct DocumentView {
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
+}
+
+impl DocumentView {
+    pub fn with_labels(mut self, labels: Option<quire_shared::db::labels::Labels>) -> Self {
+        let labels = labels.unwrap_or_default();
+        self.tags = labels.tags;
+        self.correspondent = labels.correspondent;
+        self
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -48,6 +60,8 @@ impl DocumentView {
             status: document.status,
             processing_error: document.processing_error,
             issued_at: document.issued_at.map(|date| date.to_string()),
+            tags: Vec::new(),
+            correspondent: None,
             current_version: version.map(|version| VersionView {
                 id: version.id,
                 size_bytes: version.size_bytes,

@@ -7,6 +7,7 @@ use diesel_async::AsyncConnection;
 use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
 use quire_shared::db::documents::{self, NewDocument};
 use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::db::labels;
 use quire_shared::db::{DbError, PooledConnection};
 use quire_shared::storage::StorageKey;
 use uuid::Uuid;
@@ -234,5 +235,7 @@ pub async fn get(
         }
         None => None,
     };
-    Ok(HttpResponse::Ok().json(DocumentView::new(document, version)))
+    let mut labels = labels::labels_of(&mut conn, caller.tenant_id, &[document.id]).await?;
+    let view = DocumentView::new(document, version).with_labels(labels.remove(&document_id));
+    Ok(HttpResponse::Ok().json(view))
 }

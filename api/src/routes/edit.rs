@@ -7,6 +7,7 @@ use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
 use quire_shared::db::DbError;
 use quire_shared::db::documents::{self, DocumentEdit};
 use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::db::labels;
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -23,6 +24,12 @@ use crate::views::{DocumentView, JobView, ProblemView};
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct DocumentPatch {
     title: Option<String>,
+    /// Replaces the document's tags (each 1 to 100 characters, at most 50).
+    tags: Option<Vec<String>>,
+    /// A correspondent's name (1 to 200 characters), or `null` to clear.
+    #[serde(default, deserialize_with = "explicit_null")]
+    #[schema(value_type = Option<String>)]
+    correspondent: Option<Option<String>>,
     /// `"YYYY-MM-DD"`, or `null` to clear.
     #[serde(default, deserialize_with = "explicit_null")]
     #[schema(value_type = Option<String>, format = Date)]
@@ -34,6 +41,68 @@ fn explicit_null<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Option<String>>, D::Error> {
     Ok(Some(Option::deserialize(deserializer)?))
+}
+
+/// What an edit changes beyond the document row itself.
+struct LabelEdit {
+    tags: Option<Vec<String>>,
+    correspondent: Option<Option<String>>,
+}
+
+const MAX_TAGS: usize = 50;
+
+fn clean_name(
+    name: &str,
+    max_chars: usize,
+    code: &'static str,
+    what: &str,
+) -> Result<String, ApiError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > max_chars || name.chars().any(char::is_control) {
+        return Err(ApiError::unprocessable(
+            code,
+            format!("{what} has 1 to {max_chars} characters and no control characters"),
+        ));
+    }
+    Ok(name.to_owned())
+}
+
+fn parse_labels(
+    tags: Option<Vec<String>>,
+    correspondent: Option<Option<String>>,
+) -> Result<LabelEdit, ApiError> {
+    let tags = match tags {
+        None => None,
+        Some(tags) if tags.len() > MAX_TAGS => {
+            return Err(ApiError::unprocessable(
+                "invalid_tags",
+                format!("at most {MAX_TAGS} tags"),
+            ));
+        }
+        Some(tags) => {
+            let mut cleaned = tags
+                .iter()
+                .map(|tag| clean_name(tag, 100, "invalid_tags", "a tag"))
+                .collect::<Result<Vec<_>, _>>()?;
+            cleaned.sort();
+            cleaned.dedup();
+            Some(cleaned)
+        }
+    };
+    let correspondent = match correspondent {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(name)) => Some(Some(clean_name(
+            &name,
+            200,
+            "invalid_correspondent",
+            "a correspondent",
+        )?)),
+    };
+    Ok(LabelEdit {
+        tags,
+        correspondent,
+    })
 }
 
 fn parse_edit(patch: DocumentPatch) -> Result<DocumentEdit, ApiError> {
@@ -89,7 +158,9 @@ pub async fn patch(
     caller.require_active_tenant()?;
     let document_id = path.into_inner();
     let tenant_id = caller.tenant_id;
-    let edit = parse_edit(body.into_inner())?;
+    let mut patch = body.into_inner();
+    let label_edit = parse_labels(patch.tags.take(), patch.correspondent.take())?;
+    let edit = parse_edit(patch)?;
     let max_attempts = state.settings.jobs.max_attempts;
     let request_id = crate::request_id::current();
     let mut conn = connection(&state).await?;
@@ -103,6 +174,13 @@ pub async fn patch(
             else {
                 return Ok(None);
             };
+            if let Some(tags) = &label_edit.tags {
+                labels::set_document_tags(conn, tenant_id, document_id, tags).await?;
+            }
+            if let Some(correspondent) = &label_edit.correspondent {
+                labels::set_correspondent(conn, tenant_id, document_id, correspondent.as_deref())
+                    .await?;
+            }
             let mut job = None;
             if let (true, Some(version_id)) =
                 (after.title != before.title, after.current_version_id)
@@ -131,12 +209,13 @@ pub async fn patch(
                 }
                 None => None,
             };
-            Ok(Some((after, version, job)))
+            let mut found = labels::labels_of(conn, tenant_id, &[document_id]).await?;
+            Ok(Some((after, version, job, found.remove(&document_id))))
         })
         .await?;
-    let (document, version, job) = edited.ok_or(ApiError::NotFound)?;
+    let (document, version, job, document_labels) = edited.ok_or(ApiError::NotFound)?;
     Ok(HttpResponse::Ok().json(json!({
-        "document": DocumentView::new(document, version),
+        "document": DocumentView::new(document, version).with_labels(document_labels),
         "job": job.map(JobView::from),
     })))
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use actix_web::{HttpResponse, web};
 use quire_shared::db::documents::{self, DocumentFilter, PageAfter};
+use quire_shared::db::labels;
 use quire_shared::states::DocumentStatus;
 use serde::Deserialize;
 use serde_json::json;
@@ -23,6 +24,8 @@ const MAX_LIMIT: i64 = 200;
 #[derive(Debug, Deserialize)]
 pub struct ListQuery {
     status: Option<String>,
+    tag: Option<String>,
+    correspondent: Option<String>,
     trashed: Option<bool>,
     limit: Option<i64>,
     cursor: Option<String>,
@@ -54,6 +57,8 @@ fn decode_cursor(cursor: &str) -> Option<PageAfter> {
     get, path = "/api/documents", tag = "documents",
     params(
         ("status" = Option<String>, Query, description = "PENDING, PROCESSING, READY or FAILED"),
+        ("tag" = Option<String>, Query, description = "only documents with this tag"),
+        ("correspondent" = Option<String>, Query, description = "only documents of this correspondent"),
         ("trashed" = Option<bool>, Query, description = "true lists the trash"),
         ("limit" = Option<i64>, Query, description = "1 to 200, default 50"),
         ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
@@ -97,6 +102,8 @@ pub async fn list(
     };
     let filter = DocumentFilter {
         status,
+        tag: query.tag,
+        correspondent: query.correspondent,
         trashed: query.trashed.unwrap_or(false),
     };
     let mut conn = connection(&state).await?;
@@ -125,13 +132,16 @@ pub async fn list(
             .into_iter()
             .map(|version| (version.id, version))
             .collect();
+    let ids: Vec<Uuid> = page.iter().map(|document| document.id).collect();
+    let mut labels = labels::labels_of(&mut conn, caller.tenant_id, &ids).await?;
     let views: Vec<DocumentView> = page
         .into_iter()
         .map(|document| {
             let version = document
                 .current_version_id
                 .and_then(|id| versions.remove(&id));
-            DocumentView::new(document, version)
+            let document_labels = labels.remove(&document.id);
+            DocumentView::new(document, version).with_labels(document_labels)
         })
         .collect();
     Ok(HttpResponse::Ok().json(json!({ "documents": views, "next_cursor": next_cursor })))

@@ -285,3 +285,91 @@ async fn the_job_catalogue_lists_types_payloads_and_retired_types() {
         json!(["generate-thumbnails", "generate-ocr-text"])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_and_correspondents_are_set_listed_filtered_and_tenant_scoped() {
+    let app = TestApp::spawn().await;
+    let (tagged, _) = app.upload(b"a tax letter from acme").await;
+    let (untagged, _) = app.upload(b"a note without labels").await;
+    let url = format!("{}/api/documents/{tagged}", app.address);
+    let edited = json_of(
+        app.http
+            .patch(&url)
+            .bearer_auth(&app.token)
+            .json(&json!({ "tags": [" tax ", "2024", "tax"], "correspondent": "ACME GmbH" }))
+            .send()
+            .await
+            .expect("patch"),
+        200,
+    )
+    .await;
+    assert_eq!(edited["document"]["tags"], json!(["2024", "tax"]));
+    assert_eq!(edited["document"]["correspondent"], "ACME GmbH");
+    assert_eq!(
+        edited["job"],
+        Value::Null,
+        "labels alone do not analyze again"
+    );
+
+    let by_tag = json_of(app.get_as(&app.token, "/api/documents?tag=tax").await, 200).await;
+    assert_eq!(by_tag["documents"].as_array().map(Vec::len), Some(1));
+    assert_eq!(by_tag["documents"][0]["id"], tagged.to_string());
+    assert_eq!(by_tag["documents"][0]["tags"], json!(["2024", "tax"]));
+    let by_correspondent = json_of(
+        app.get_as(&app.token, "/api/documents?correspondent=ACME%20GmbH")
+            .await,
+        200,
+    )
+    .await;
+    assert_eq!(by_correspondent["documents"][0]["id"], tagged.to_string());
+    let plain = json_of(
+        app.get_as(&app.token, &format!("/api/documents/{untagged}"))
+            .await,
+        200,
+    )
+    .await;
+    assert_eq!(plain["tags"], json!([]));
+
+    // Another tenant's tag of the same name is its own and sees none of ours.
+    let (_, token_b) = app.add_tenant("tenant-b").await;
+    let theirs = json_of(app.get_as(&token_b, "/api/documents?tag=tax").await, 200).await;
+    assert_eq!(theirs["documents"].as_array().map(Vec::len), Some(0));
+
+    let cleared = json_of(
+        app.http
+            .patch(&url)
+            .bearer_auth(&app.token)
+            .json(&json!({ "tags": [], "correspondent": null }))
+            .send()
+            .await
+            .expect("patch"),
+        200,
+    )
+    .await;
+    assert_eq!(cleared["document"]["tags"], json!([]));
+    assert_eq!(cleared["document"]["correspondent"], Value::Null);
+    for (body, code) in [
+        (json!({ "tags": [""] }), "invalid_tags"),
+        (
+            json!({ "tags": (0..51).map(|i| format!("t{i}")).collect::<Vec<_>>() }),
+            "invalid_tags",
+        ),
+        (
+            json!({ "correspondent": "c".repeat(201) }),
+            "invalid_correspondent",
+        ),
+    ] {
+        let problem = json_of(
+            app.http
+                .patch(&url)
+                .bearer_auth(&app.token)
+                .json(&body)
+                .send()
+                .await
+                .expect("patch"),
+            422,
+        )
+        .await;
+        assert_eq!(problem["code"], code);
+    }
+}

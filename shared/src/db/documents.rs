@@ -24,6 +24,7 @@ pub struct Document {
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
     pub issued_at_set_by_user: bool,
+    pub correspondent_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
@@ -306,6 +307,10 @@ pub struct PageAfter {
 #[derive(Debug, Clone, Default)]
 pub struct DocumentFilter {
     pub status: Option<DocumentStatus>,
+    /// Only documents with the tag of this name.
+    pub tag: Option<String>,
+    /// Only documents of the correspondent of this name.
+    pub correspondent: Option<String>,
     /// `true`: only the trash; `false` (default): only live documents.
     pub trashed: bool,
 }
@@ -329,6 +334,29 @@ pub async fn list_documents(
     };
     if let Some(status) = filter.status {
         query = query.filter(documents::status.eq(status));
+    }
+    if let Some(tag) = &filter.tag {
+        use super::schema::{document_tags, tags};
+        query = query.filter(
+            documents::id.eq_any(
+                document_tags::table
+                    .inner_join(tags::table)
+                    .filter(tags::tenant_id.eq(tenant_id))
+                    .filter(tags::name.eq(tag.clone()))
+                    .select(document_tags::document_id),
+            ),
+        );
+    }
+    if let Some(correspondent) = &filter.correspondent {
+        use super::schema::correspondents;
+        query = query.filter(
+            documents::correspondent_id.eq_any(
+                correspondents::table
+                    .filter(correspondents::tenant_id.eq(tenant_id))
+                    .filter(correspondents::name.eq(correspondent.clone()))
+                    .select(correspondents::id.nullable()),
+            ),
+        );
     }
     if let Some(after) = after {
         query = query.filter(
@@ -414,5 +442,6 @@ pub async fn delete_trashed_document(
     )
     .execute(conn)
     .await?;
+    super::labels::clear_document_tags(conn, tenant_id, id).await?;
     Ok(diesel::delete(target).execute(conn).await? == 1)
 }

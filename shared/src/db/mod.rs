@@ -3,6 +3,7 @@
 
 pub mod documents;
 pub mod jobs;
+pub mod labels;
 pub mod maintenance;
 pub mod migrate;
 pub mod outbox;

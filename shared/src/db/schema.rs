@@ -22,6 +22,7 @@ diesel::table! {
         issued_at -> Nullable<Date>,
         trashed_at -> Nullable<Timestamptz>,
         issued_at_set_by_user -> Bool,
+        correspondent_id -> Nullable<Uuid>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
     }
@@ -85,7 +86,35 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    correspondents (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        name -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    tags (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        name -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    document_tags (document_id, tag_id) {
+        document_id -> Uuid,
+        tag_id -> Uuid,
+        tenant_id -> Uuid,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
+diesel::joinable!(document_tags -> tags (tag_id));
+diesel::joinable!(document_tags -> documents (document_id));
 diesel::joinable!(document_versions -> documents (document_id));
 diesel::joinable!(outbox_events -> processing_jobs (job_id));
 
@@ -95,4 +124,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     document_versions,
     processing_jobs,
     outbox_events,
+    correspondents,
+    tags,
+    document_tags,
 );
