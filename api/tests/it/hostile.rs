@@ -585,3 +585,28 @@ async fn tenant_ids_from_query_headers_are_ignored() {
         .await;
     assert_eq!(ours.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_longer_than_its_declared_length_stores_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = app().await;
+    let (content_type, body) = raw_multipart(&vec![b'a'; (LIMIT * 2) as usize]);
+    let address = app.address.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    // Declares 100 bytes, sends far more: the server reads 100 and never stores the rest.
+    let head = format!(
+        "POST /api/documents HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: {content_type}\r\nContent-Length: 100\r\nConnection: close\r\n\r\n",
+        app.token
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    let _ = stream.write_all(&body).await;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("application/problem+json"), "{answer}");
+    assert_nothing_recorded(&app).await;
+}

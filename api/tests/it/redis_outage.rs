@@ -12,7 +12,12 @@ async fn an_upload_while_redis_is_down_succeeds_and_runs_once_redis_is_back() {
     let _worker = app.start_worker();
 
     redis.kill().await;
-    let (_, job_id) = app.upload(b"uploaded while the broker is down").await;
+    let (document_id, job_id) = app.upload(b"uploaded while the broker is down").await;
+    // Reads never touch Redis either.
+    let read = app
+        .get_as(&app.token, &format!("/api/documents/{document_id}"))
+        .await;
+    assert_eq!(read.status(), 200);
 
     // The dispatcher tried, failed, and put the event back: nothing is lost or dropped.
     let event = eventually(DEADLINE, "a failed publish is recorded", || async {
