@@ -57,13 +57,11 @@ pub async fn content(
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
     let mut conn = connection(&state).await?;
-    let document = documents::find_document(&mut conn, caller.tenant_id, document_id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    let version_id = document.current_version_id.ok_or(ApiError::NotFound)?;
-    let version = documents::find_version(&mut conn, caller.tenant_id, document_id, version_id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    let (_, version) =
+        documents::find_document_with_version(&mut conn, caller.tenant_id, document_id)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+    let version = version.ok_or(ApiError::NotFound)?;
     drop(conn);
     let key = StorageKey::from_stored(&version.storage_key).context("a stored key is malformed")?;
     let reader = match state.store.open(&key).await {

@@ -226,15 +226,10 @@ pub async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
     let mut conn = connection(&state).await?;
-    let document = documents::find_document(&mut conn, caller.tenant_id, document_id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    let version = match document.current_version_id {
-        Some(version_id) => {
-            documents::find_version(&mut conn, caller.tenant_id, document.id, version_id).await?
-        }
-        None => None,
-    };
+    let (document, version) =
+        documents::find_document_with_version(&mut conn, caller.tenant_id, document_id)
+            .await?
+            .ok_or(ApiError::NotFound)?;
     let mut labels = labels::labels_of(&mut conn, caller.tenant_id, &[document.id]).await?;
     let view = DocumentView::new(document, version).with_labels(labels.remove(&document_id));
     Ok(HttpResponse::Ok().json(view))

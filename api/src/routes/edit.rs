@@ -203,12 +203,7 @@ pub async fn patch(
                     None => jobs::find_active_analyze_job(conn, tenant_id, version_id).await?,
                 };
             }
-            let version = match after.current_version_id {
-                Some(version_id) => {
-                    documents::find_version(conn, tenant_id, document_id, version_id).await?
-                }
-                None => None,
-            };
+            let version = documents::current_version(conn, &after).await?;
             let mut found = labels::labels_of(conn, tenant_id, &[document_id]).await?;
             Ok(Some((after, version, job, found.remove(&document_id))))
         })

@@ -147,11 +147,6 @@ pub async fn restore(
         .await?;
     let document = restored?;
     tracing::info!(%document_id, %tenant_id, "document restored");
-    let version = match document.current_version_id {
-        Some(version_id) => {
-            documents::find_version(&mut conn, tenant_id, document_id, version_id).await?
-        }
-        None => None,
-    };
+    let version = documents::current_version(&mut conn, &document).await?;
     Ok(HttpResponse::Ok().json(DocumentView::new(document, version)))
 }

@@ -104,6 +104,30 @@ pub async fn find_document(
         .optional()?)
 }
 
+/// A live document of this tenant with its current version (what most reads show).
+pub async fn find_document_with_version(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<(Document, Option<DocumentVersion>)>, DbError> {
+    let Some(document) = find_document(conn, tenant_id, id).await? else {
+        return Ok(None);
+    };
+    let version = current_version(conn, &document).await?;
+    Ok(Some((document, version)))
+}
+
+/// The current version of a document (already scoped to its tenant).
+pub async fn current_version(
+    conn: &mut AsyncPgConnection,
+    document: &Document,
+) -> Result<Option<DocumentVersion>, DbError> {
+    match document.current_version_id {
+        Some(version_id) => find_version(conn, document.tenant_id, document.id, version_id).await,
+        None => Ok(None),
+    }
+}
+
 /// One version of one of this tenant's documents.
 pub async fn find_version(
     conn: &mut AsyncPgConnection,
