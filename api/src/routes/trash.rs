@@ -5,7 +5,7 @@ use actix_web::{HttpResponse, web};
 use diesel_async::AsyncConnection;
 use quire_shared::catalogue::{JobType, PurgeDocumentPayload};
 use quire_shared::db::jobs::NewJob;
-use quire_shared::db::{DbError, documents, jobs};
+use quire_shared::db::{DbError, documents, jobs, labels};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -85,10 +85,8 @@ pub async fn trash(
     match deleted.ok_or(ApiError::NotFound)? {
         Deleted::Trashed(document, cancelled) => {
             tracing::info!(%document_id, %tenant_id, cancelled_jobs = cancelled, "document trashed");
-            Ok(HttpResponse::Ok().json(json!({
-                "document": DocumentView::new(document, None),
-                "cancelled_jobs": cancelled,
-            })))
+            let view = full_view(&mut conn, document).await?;
+            Ok(HttpResponse::Ok().json(json!({ "document": view, "cancelled_jobs": cancelled })))
         }
         Deleted::PurgeQueued(job) => {
             tracing::info!(%document_id, %tenant_id, job_id = %job.id, "document purge queued");
@@ -147,6 +145,16 @@ pub async fn restore(
         .await?;
     let document = restored?;
     tracing::info!(%document_id, %tenant_id, "document restored");
-    let version = documents::current_version(&mut conn, &document).await?;
-    Ok(HttpResponse::Ok().json(DocumentView::new(document, version)))
+    Ok(HttpResponse::Ok().json(full_view(&mut conn, document).await?))
+}
+
+/// The document as a read shows it: current version and labels.
+async fn full_view(
+    conn: &mut diesel_async::AsyncPgConnection,
+    document: documents::Document,
+) -> Result<DocumentView, ApiError> {
+    let version = documents::current_version(conn, &document).await?;
+    let mut labels = labels::labels_of(conn, document.tenant_id, &[document.id]).await?;
+    let document_labels = labels.remove(&document.id);
+    Ok(DocumentView::new(document, version).with_labels(document_labels))
 }
