@@ -32,11 +32,11 @@ async fn deleting_a_trashed_document_purges_its_bytes_and_rows_but_keeps_the_job
     let stored = crate::integrity::stored_path(&app, document_id).await;
     assert!(stored.exists());
 
-    assert_eq!(
-        delete(&app, document_id).await.status(),
-        200,
-        "first DELETE trashes"
-    );
+    let trashed = delete(&app, document_id).await;
+    assert_eq!(trashed.status(), 200, "first DELETE trashes");
+    let trashed: Value = trashed.json().await.expect("json");
+    assert_eq!(trashed["document"]["tags"], serde_json::json!(["old"]));
+    assert!(trashed["document"]["trashed_at"].is_string());
     let queued = delete(&app, document_id).await;
     assert_eq!(queued.status(), 202, "second DELETE purges");
     let body: Value = queued.json().await.expect("json");
