@@ -302,29 +302,6 @@ pub async fn heartbeat(
     })
 }
 
-/// Fenced `RUNNING → CANCELLED`, for a worker that finds its job's subject gone.
-pub async fn mark_cancelled(
-    conn: &mut AsyncPgConnection,
-    fence: &Fence,
-    error_code: &str,
-    safe_message: &str,
-) -> Result<bool, DbError> {
-    let updated = diesel::sql_query(
-        "UPDATE processing_jobs \
-         SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
-             error_code = $4, error_message = $5, updated_at = now() \
-         WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3",
-    )
-    .bind::<SqlUuid, _>(fence.job_id)
-    .bind::<Text, _>(&fence.worker_id)
-    .bind::<Int4, _>(fence.attempt)
-    .bind::<Text, _>(error_code)
-    .bind::<Text, _>(bounded(safe_message))
-    .execute(conn)
-    .await?;
-    Ok(updated == 1)
-}
-
 /// `FAILED → QUEUED` by an authorized retry, for this tenant's document only: a new
 /// outbox event due now and a fresh budget of `fresh_attempts` automatic attempts.
 /// False when the job is not (or no longer) `FAILED`.

@@ -129,19 +129,6 @@ pub async fn recover_expired_claims(
     .await?)
 }
 
-/// The status of one event (tests and operators).
-pub async fn event_status(
-    conn: &mut AsyncPgConnection,
-    event_id: Uuid,
-) -> Result<Option<EventStatus>, DbError> {
-    Ok(outbox_events::table
-        .find(event_id)
-        .select(outbox_events::status)
-        .first::<EventStatus>(conn)
-        .await
-        .optional()?)
-}
-
 /// One event row as operators see it.
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = outbox_events, check_for_backend(diesel::pg::Pg))]
