@@ -14,7 +14,7 @@ apt_install() {
     as_root apt-get update -qq
     apt_updated=1
   fi
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
 pg_bin_dir() {
