@@ -197,11 +197,8 @@ pub async fn patch(
                     max_attempts,
                     request_id: request_id.clone(),
                 };
-                job = match jobs::enqueue(conn, &analyze).await? {
-                    Some(enqueued) => jobs::find_job(conn, enqueued.job_id).await?,
-                    // Already queued or running: that one will see the new title.
-                    None => jobs::find_active_analyze_job(conn, tenant_id, version_id).await?,
-                };
+                // Already queued or running: that one will see the new title.
+                job = jobs::enqueue_or_active(conn, &analyze).await?;
             }
             let version = documents::current_version(conn, &after).await?;
             let mut found = labels::labels_of(conn, tenant_id, &[document_id]).await?;

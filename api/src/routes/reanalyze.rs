@@ -70,10 +70,7 @@ pub async fn reanalyze(
             max_attempts: state.settings.jobs.max_attempts,
             request_id: request_id.clone(),
         };
-        let job = match jobs::enqueue(&mut conn, &job).await? {
-            Some(enqueued) => jobs::find_job(&mut conn, enqueued.job_id).await?,
-            None => jobs::find_active_analyze_job(&mut conn, tenant_id, version_id).await?,
-        };
+        let job = jobs::enqueue_or_active(&mut conn, &job).await?;
         results.push(
             json!({ "document_id": document_id, "job": job.map(JobView::from), "error": null }),
         );

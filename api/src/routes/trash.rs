@@ -67,18 +67,7 @@ pub async fn trash(
                 max_attempts,
                 request_id: request_id.clone(),
             };
-            let job = match jobs::enqueue(conn, &purge).await? {
-                Some(enqueued) => jobs::find_job(conn, enqueued.job_id).await?,
-                None => {
-                    jobs::find_active_document_job(
-                        conn,
-                        tenant_id,
-                        document_id,
-                        JobType::PurgeDocument,
-                    )
-                    .await?
-                }
-            };
+            let job = jobs::enqueue_or_active(conn, &purge).await?;
             Ok(job.map(|job| Deleted::PurgeQueued(Box::new(job))))
         })
         .await?;

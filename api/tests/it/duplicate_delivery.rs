@@ -1,11 +1,9 @@
-use deadpool_redis::redis;
-use quire_shared::broker::{EventMessage, WireMessage, queue_key};
+use quire_shared::broker::{EventMessage, WireMessage};
 use quire_shared::db::outbox;
 use quire_shared::states::JobStatus;
-use quire_shared::test_support::eventually;
 use uuid::Uuid;
 
-use crate::helpers::{DEADLINE, TestApp};
+use crate::helpers::TestApp;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_message_delivered_five_times_runs_the_job_once() {
@@ -26,37 +24,14 @@ async fn the_same_message_delivered_five_times_runs_the_job_once() {
         time::OffsetDateTime::now_utc(),
     );
     let raw = serde_json::to_string(&wire).expect("serialize");
-    let key = queue_key(&app.context.namespace, "analyze-document");
-    let client = redis::Client::open(app.context.settings.redis.url.expose()).expect("client");
-    let mut redis = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis");
     for _ in 0..5 {
-        let _: i64 = redis::cmd("LPUSH")
-            .arg(&key)
-            .arg(&raw)
-            .query_async(&mut redis)
-            .await
-            .expect("lpush");
+        app.push_raw("analyze-document", &raw).await;
     }
 
     // Two workers with several slots each race for the copies.
     let workers = [app.start_worker(), app.start_worker()];
     app.wait_for_job(job_id, JobStatus::Succeeded).await;
-    eventually(DEADLINE, "every copy is consumed", || {
-        let mut redis = redis.clone();
-        let key = key.clone();
-        async move {
-            let length: i64 = redis::cmd("LLEN")
-                .arg(&key)
-                .query_async(&mut redis)
-                .await
-                .ok()?;
-            (length == 0).then_some(())
-        }
-    })
-    .await;
+    app.wait_until_consumed("analyze-document").await;
     for worker in workers {
         worker.drain().await;
     }
@@ -69,19 +44,8 @@ async fn the_same_message_delivered_five_times_runs_the_job_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_message_is_dropped_and_the_worker_keeps_working() {
     let app = TestApp::spawn().await;
-    let key = queue_key(&app.context.namespace, "analyze-document");
-    let client = redis::Client::open(app.context.settings.redis.url.expose()).expect("client");
-    let mut redis = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis");
     for garbage in ["not json", "{\"v\":1}", "{\"v\":99,\"event_id\":1}"] {
-        let _: i64 = redis::cmd("LPUSH")
-            .arg(&key)
-            .arg(garbage)
-            .query_async(&mut redis)
-            .await
-            .expect("lpush");
+        app.push_raw("analyze-document", garbage).await;
     }
     app.start_dispatcher();
     let _worker = app.start_worker();

@@ -153,6 +153,58 @@ impl TestApp {
             .expect("get request")
     }
 
+    pub async fn post_as(&self, token: &str, path: &str) -> reqwest::Response {
+        self.http
+            .post(format!("{}{path}", self.address))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("post request")
+    }
+
+    /// A connection to this app's Redis.
+    pub async fn redis(&self) -> deadpool_redis::redis::aio::MultiplexedConnection {
+        deadpool_redis::redis::Client::open(self.context.settings.redis.url.expose())
+            .expect("redis client")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("redis connection")
+    }
+
+    /// Pushes `raw` onto this app's list of `job_type`, as a dispatcher would.
+    pub async fn push_raw(&self, job_type: &str, raw: &str) {
+        let key = quire_shared::broker::queue_key(&self.context.namespace, job_type);
+        let _: i64 = deadpool_redis::redis::cmd("LPUSH")
+            .arg(&key)
+            .arg(raw)
+            .query_async(&mut self.redis().await)
+            .await
+            .expect("lpush");
+    }
+
+    /// Waits until workers have popped every message of `job_type`'s list.
+    pub async fn wait_until_consumed(&self, job_type: &str) {
+        let key = quire_shared::broker::queue_key(&self.context.namespace, job_type);
+        let redis = self.redis().await;
+        eventually(
+            DEADLINE,
+            &format!("the {job_type} list is consumed"),
+            || {
+                let mut redis = redis.clone();
+                let key = key.clone();
+                async move {
+                    let length: i64 = deadpool_redis::redis::cmd("LLEN")
+                        .arg(&key)
+                        .query_async(&mut redis)
+                        .await
+                        .ok()?;
+                    (length == 0).then_some(())
+                }
+            },
+        )
+        .await;
+    }
+
     pub async fn job(&self, job_id: Uuid) -> Job {
         let mut conn = self.pool.get().await.expect("connection");
         jobs::find_job(&mut conn, job_id)

@@ -74,15 +74,8 @@ async fn restoring_withdraws_a_purge_that_has_not_started() {
     let purge_id = uuid_at(&queued, "/job/id");
 
     let restored = app
-        .http
-        .post(format!(
-            "{}/api/documents/{document_id}/restore",
-            app.address
-        ))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .expect("restore");
+        .post_as(&app.token, &format!("/api/documents/{document_id}/restore"))
+        .await;
     assert_eq!(restored.status(), 200);
     assert_eq!(app.job(purge_id).await.status, JobStatus::Cancelled);
     assert!(

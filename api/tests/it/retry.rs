@@ -18,13 +18,7 @@ async fn a_failed_job_can_be_retried_once_and_then_succeeds() {
     // Repaired storage, then an authorized retry: a new event and a fresh budget.
     std::fs::write(&path, &original).expect("repair");
     let retry_path = format!("/api/documents/{document_id}/processing-jobs/{job_id}/retry");
-    let response = app
-        .http
-        .post(format!("{}{retry_path}", app.address))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .expect("retry");
+    let response = app.post_as(&app.token, &retry_path).await;
     assert_eq!(response.status(), 202);
     let job = app.wait_for_job(job_id, JobStatus::Succeeded).await;
     assert_eq!(job.attempts, 2);
@@ -50,13 +44,7 @@ async fn a_failed_job_can_be_retried_once_and_then_succeeds() {
     assert_eq!(document["processing_error"], Value::Null);
 
     // Anything but FAILED answers 409 naming the state it is in.
-    let again = app
-        .http
-        .post(format!("{}{retry_path}", app.address))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .expect("retry");
+    let again = app.post_as(&app.token, &retry_path).await;
     assert_eq!(again.status(), 409);
     let problem: Value = again.json().await.expect("json");
     assert_eq!(problem["code"], "job_not_failed");
@@ -69,14 +57,10 @@ async fn retrying_another_documents_job_is_not_found() {
     let (_, job_id) = app.upload(b"first document").await;
     let (other_document, _) = app.upload(b"second document").await;
     let response = app
-        .http
-        .post(format!(
-            "{}/api/documents/{other_document}/processing-jobs/{job_id}/retry",
-            app.address
-        ))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .expect("retry");
+        .post_as(
+            &app.token,
+            &format!("/api/documents/{other_document}/processing-jobs/{job_id}/retry"),
+        )
+        .await;
     assert_eq!(response.status(), 404);
 }

@@ -1,15 +1,13 @@
 use std::time::Duration;
 
-use deadpool_redis::redis;
-use quire_shared::broker::{EventMessage, WireMessage, queue_key};
+use quire_shared::broker::{EventMessage, WireMessage};
 use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::db::{jobs, outbox};
 use quire_shared::states::{EventStatus, JobStatus};
-use quire_shared::test_support::eventually;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::helpers::{DEADLINE, TestApp, started_runs};
+use crate::helpers::{TestApp, started_runs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trashing_cancels_queued_work_and_a_late_message_does_nothing() {
@@ -51,47 +49,21 @@ async fn trashing_cancels_queued_work_and_a_late_message_does_nothing() {
         Uuid::now_v7(),
         time::OffsetDateTime::now_utc(),
     );
-    let client = redis::Client::open(app.context.settings.redis.url.expose()).expect("client");
-    let mut redis = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis");
-    let key = queue_key(&app.context.namespace, "analyze-document");
-    let _: i64 = redis::cmd("LPUSH")
-        .arg(&key)
-        .arg(serde_json::to_string(&wire).expect("json"))
-        .query_async(&mut redis)
-        .await
-        .expect("lpush");
-    let worker = app.start_worker();
-    eventually(DEADLINE, "the late message is consumed", || {
-        let mut redis = redis.clone();
-        let key = key.clone();
-        async move {
-            let length: i64 = redis::cmd("LLEN")
-                .arg(&key)
-                .query_async(&mut redis)
-                .await
-                .ok()?;
-            (length == 0).then_some(())
-        }
-    })
+    app.push_raw(
+        "analyze-document",
+        &serde_json::to_string(&wire).expect("json"),
+    )
     .await;
+    let worker = app.start_worker();
+    app.wait_until_consumed("analyze-document").await;
     worker.drain().await;
     let job = app.job(job_id).await;
     assert_eq!((job.status, job.attempts), (JobStatus::Cancelled, 0));
 
     // Restore brings the document back; its jobs stay cancelled.
     let restored = app
-        .http
-        .post(format!(
-            "{}/api/documents/{document_id}/restore",
-            app.address
-        ))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .expect("restore");
+        .post_as(&app.token, &format!("/api/documents/{document_id}/restore"))
+        .await;
     assert_eq!(restored.status(), 200);
     let back = app
         .get_as(&app.token, &format!("/api/documents/{document_id}"))
@@ -99,15 +71,8 @@ async fn trashing_cancels_queued_work_and_a_late_message_does_nothing() {
     assert_eq!(back.status(), 200);
     assert_eq!(app.job(job_id).await.status, JobStatus::Cancelled);
     let again = app
-        .http
-        .post(format!(
-            "{}/api/documents/{document_id}/restore",
-            app.address
-        ))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .expect("restore");
+        .post_as(&app.token, &format!("/api/documents/{document_id}/restore"))
+        .await;
     assert_eq!(again.status(), 409);
 }
 

@@ -126,19 +126,33 @@ pub async fn enqueue<P: Serialize>(
     Ok((inserted == 1).then_some(Enqueued { job_id, event_id }))
 }
 
-/// The active (`QUEUED`/`RUNNING`) analyze job of one of this tenant's document versions.
-pub async fn find_active_analyze_job(
+/// Enqueues `job`, or — when the partial unique indexes say an equivalent job is
+/// already `QUEUED` or `RUNNING` (one analysis per document version, one purge per
+/// document) — returns that job instead. Race-free: the index decides, not a read first.
+pub async fn enqueue_or_active<P: Serialize>(
     conn: &mut AsyncPgConnection,
-    tenant_id: Uuid,
-    version_id: Uuid,
+    job: &NewJob<P>,
 ) -> Result<Option<Job>, DbError> {
+    if let Some(enqueued) = enqueue(conn, job).await? {
+        return find_job(conn, enqueued.job_id).await;
+    }
+    let payload = serde_json::to_value(&job.payload)
+        .map_err(|error| DbError::Build(format!("payload does not serialize: {error}")))?;
+    let version = payload
+        .get("document_version_id")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
     Ok(diesel::sql_query(
         "SELECT * FROM processing_jobs \
-         WHERE payload ->> 'document_version_id' = $2 AND job_type = 'analyze-document' \
-           AND status IN ('QUEUED', 'RUNNING') AND tenant_id = $1",
+         WHERE tenant_id = $1 AND job_type = $2 AND document_id IS NOT DISTINCT FROM $3 \
+           AND payload ->> 'document_version_id' IS NOT DISTINCT FROM $4 \
+           AND status IN ('QUEUED', 'RUNNING') \
+         LIMIT 1",
     )
-    .bind::<SqlUuid, _>(tenant_id)
-    .bind::<Text, _>(version_id.to_string())
+    .bind::<SqlUuid, _>(job.tenant_id)
+    .bind::<Text, _>(job.job_type.as_str())
+    .bind::<Nullable<SqlUuid>, _>(job.document_id)
+    .bind::<Nullable<Text>, _>(version)
     .get_result::<Job>(conn)
     .await
     .optional()?)
@@ -395,24 +409,6 @@ pub async fn cancel_jobs(
     .get_result::<Count>(conn)
     .await?;
     Ok(usize::try_from(cancelled.count).unwrap_or(0))
-}
-
-/// The active (`QUEUED`/`RUNNING`) job of a type for one of this tenant's documents.
-pub async fn find_active_document_job(
-    conn: &mut AsyncPgConnection,
-    tenant_id: Uuid,
-    document_id: Uuid,
-    job_type: JobType,
-) -> Result<Option<Job>, DbError> {
-    Ok(processing_jobs::table
-        .filter(processing_jobs::tenant_id.eq(tenant_id))
-        .filter(processing_jobs::document_id.eq(document_id))
-        .filter(processing_jobs::job_type.eq(job_type.as_str()))
-        .filter(processing_jobs::status.eq_any([JobStatus::Queued, JobStatus::Running]))
-        .select(Job::as_select())
-        .first(conn)
-        .await
-        .optional()?)
 }
 
 /// `QUEUED → CANCELLED` for a document's queued jobs of one type, and their undelivered
