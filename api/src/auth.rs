@@ -1,11 +1,18 @@
-//! The caller of a request, from its bearer token. Every query a handler makes is scoped
-//! to `caller.tenant_id`.
+//! Who is calling and what they may do. A user token names a user and a tenant; the
+//! member row and capability set say what that user may do there, resolved with the
+//! tenant's state in one query per request. Handlers take the extractor of the permission
+//! they need (`DocumentReader`, `DocumentWriter`, `MemberManager`), so a route cannot
+//! forget to check; every query they make is scoped to `caller.tenant_id`. Admin routes
+//! take an `Operator`, from an operator token (another audience).
 
 use std::future::Future;
+use std::marker::PhantomData;
+use std::ops::Deref;
 use std::pin::Pin;
 
 use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
-use quire_shared::db::tenants;
+use quire_shared::db::members;
+use quire_shared::permissions::Permission;
 use quire_shared::states::TenantStatus;
 use uuid::Uuid;
 
@@ -17,15 +24,30 @@ pub struct Caller {
     pub tenant_id: Uuid,
     pub user_id: Uuid,
     pub tenant_status: TenantStatus,
+    pub permissions: Vec<Permission>,
 }
 
 impl Caller {
-    /// Writes need an active tenant.
-    pub fn require_active_tenant(&self) -> Result<(), ApiError> {
-        if self.tenant_status == TenantStatus::Active {
-            Ok(())
-        } else {
-            Err(ApiError::TenantInactive)
+    /// The permission must be granted, and the tenant in a state that allows it: reads
+    /// while active or suspended, writes only while active.
+    fn require(&self, permission: Permission) -> Result<(), ApiError> {
+        if !self.permissions.contains(&permission) {
+            return Err(ApiError::forbidden(
+                "permission_denied",
+                format!("this needs the {permission} permission"),
+            ));
+        }
+        match (self.tenant_status, permission) {
+            (TenantStatus::Active, _) => Ok(()),
+            (TenantStatus::Suspended, Permission::DocumentsRead) => Ok(()),
+            (TenantStatus::Suspended, _) => Err(ApiError::forbidden(
+                "tenant_suspended",
+                "the tenant is suspended: it can be read but not changed",
+            )),
+            (TenantStatus::Creating | TenantStatus::Deleting, _) => Err(ApiError::forbidden(
+                "tenant_unavailable",
+                "the tenant is being set up or deleted",
+            )),
         }
     }
 }
@@ -37,34 +59,110 @@ fn bearer(req: &HttpRequest) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-impl FromRequest for Caller {
+fn app_state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
+    req.app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app state missing")))
+}
+
+async fn resolve(state: web::Data<AppState>, token: Option<String>) -> Result<Caller, ApiError> {
+    let token = token.ok_or(ApiError::Unauthorized)?;
+    let claims = quire_shared::auth::verify(&state.settings.auth, &token)
+        .map_err(|_| ApiError::Unauthorized)?;
+    let mut conn = state
+        .pool
+        .get()
+        .await
+        .map_err(quire_shared::db::DbError::from)?;
+    // A token for a tenant that no longer exists is as good as no token.
+    let access = members::resolve_access(&mut conn, claims.tid, claims.sub)
+        .await?
+        .ok_or(ApiError::Unauthorized)?;
+    let span = tracing::Span::current();
+    span.record("tenant_id", tracing::field::display(claims.tid));
+    let permissions = access.permissions.ok_or_else(|| {
+        ApiError::forbidden("not_a_member", "the token's user is not a member of its tenant")
+    })?;
+    Ok(Caller {
+        tenant_id: claims.tid,
+        user_id: claims.sub,
+        tenant_status: access.tenant_status,
+        permissions,
+    })
+}
+
+/// The permission an extractor demands.
+pub trait Requirement {
+    const PERMISSION: Permission;
+}
+
+pub struct ReadDocuments;
+pub struct WriteDocuments;
+pub struct ManageMembers;
+
+impl Requirement for ReadDocuments {
+    const PERMISSION: Permission = Permission::DocumentsRead;
+}
+impl Requirement for WriteDocuments {
+    const PERMISSION: Permission = Permission::DocumentsWrite;
+}
+impl Requirement for ManageMembers {
+    const PERMISSION: Permission = Permission::MembersManage;
+}
+
+/// A caller holding `R`'s permission in a tenant state that allows it.
+pub struct Authorized<R> {
+    caller: Caller,
+    requirement: PhantomData<R>,
+}
+
+pub type DocumentReader = Authorized<ReadDocuments>;
+pub type DocumentWriter = Authorized<WriteDocuments>;
+pub type MemberManager = Authorized<ManageMembers>;
+
+impl<R> Deref for Authorized<R> {
+    type Target = Caller;
+
+    fn deref(&self) -> &Caller {
+        &self.caller
+    }
+}
+
+impl<R: Requirement + 'static> FromRequest for Authorized<R> {
     type Error = ApiError;
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let state = req.app_data::<web::Data<AppState>>().cloned();
+        let state = app_state(req);
         let token = bearer(req).map(str::to_owned);
         Box::pin(async move {
-            let state =
-                state.ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app state missing")))?;
-            let token = token.ok_or(ApiError::Unauthorized)?;
-            let claims = quire_shared::auth::verify(&state.settings.auth, &token)
-                .map_err(|_| ApiError::Unauthorized)?;
-            let mut conn = state
-                .pool
-                .get()
-                .await
-                .map_err(quire_shared::db::DbError::from)?;
-            // A token for a tenant that no longer exists is as good as no token.
-            let tenant = tenants::find_tenant(&mut conn, claims.tid)
-                .await?
-                .ok_or(ApiError::Unauthorized)?;
-            tracing::Span::current().record("tenant_id", tracing::field::display(tenant.id));
-            Ok(Caller {
-                tenant_id: tenant.id,
-                user_id: claims.sub,
-                tenant_status: tenant.status,
+            let caller = resolve(state?, token).await?;
+            caller.require(R::PERMISSION)?;
+            Ok(Self {
+                caller,
+                requirement: PhantomData,
             })
         })
+    }
+}
+
+/// An operator, from an operator token (`quire-admin admin-token`).
+#[derive(Debug, Clone)]
+pub struct Operator {
+    pub name: String,
+}
+
+impl FromRequest for Operator {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let operator = app_state(req).and_then(|state| {
+            let token = bearer(req).ok_or(ApiError::Unauthorized)?;
+            let claims = quire_shared::auth::verify_admin(&state.settings.auth, token)
+                .map_err(|_| ApiError::Unauthorized)?;
+            Ok(Operator { name: claims.sub })
+        });
+        std::future::ready(operator)
     }
 }

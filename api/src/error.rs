@@ -13,8 +13,10 @@ pub enum ApiError {
     /// Every token fault answers the same: no hint about what was wrong.
     #[error("missing or invalid credentials")]
     Unauthorized,
-    #[error("the tenant is not active")]
-    TenantInactive,
+    /// Authenticated, but not allowed: not a member, a missing permission, or a tenant
+    /// state that refuses the action.
+    #[error("{detail}")]
+    Forbidden { code: &'static str, detail: String },
     /// A missing row and another tenant's row answer the same.
     #[error("not found")]
     NotFound,
@@ -71,6 +73,13 @@ impl ApiError {
         }
     }
 
+    pub fn forbidden(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::Forbidden {
+            code,
+            detail: detail.into(),
+        }
+    }
+
     pub fn unprocessable(code: &'static str, detail: impl Into<String>) -> Self {
         Self::Unprocessable {
             code,
@@ -82,9 +91,9 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Unauthorized => "unauthorized",
-            Self::TenantInactive => "tenant_inactive",
             Self::NotFound => "not_found",
-            Self::BadRequest { code, .. }
+            Self::Forbidden { code, .. }
+            | Self::BadRequest { code, .. }
             | Self::Unprocessable { code, .. }
             | Self::Conflict { code, .. } => code,
             Self::PayloadTooLarge { .. } => "payload_too_large",
@@ -101,7 +110,7 @@ impl ApiError {
     fn title(&self) -> &'static str {
         match self {
             Self::Unauthorized => "Unauthorized",
-            Self::TenantInactive => "Tenant not active",
+            Self::Forbidden { .. } => "Forbidden",
             Self::NotFound => "Not found",
             Self::BadRequest { .. } => "Bad request",
             Self::Unprocessable { .. } => "Unprocessable content",
@@ -145,7 +154,7 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::TenantInactive => StatusCode::FORBIDDEN,
+            Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,

@@ -1,9 +1,12 @@
-//! What clients see of documents and jobs: safe views that never carry storage keys,
+//! What clients see of documents, jobs, tenants and members: safe views that never carry storage keys,
 //! payloads, worker ids or broker task ids (DESIGN §8).
 
 use quire_shared::db::documents::{Document, DocumentVersion};
 use quire_shared::db::jobs::Job;
-use quire_shared::states::{DocumentStatus, JobStatus};
+use quire_shared::db::members::Member;
+use quire_shared::db::tenants::Tenant;
+use quire_shared::permissions::CapabilitySet;
+use quire_shared::states::{DocumentStatus, JobStatus, TenantStatus};
 use serde::Serialize;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
@@ -144,4 +147,61 @@ pub struct ProblemView {
     #[schema(example = "not_found")]
     code: String,
     request_id: String,
+}
+
+/// What an operator sees of a tenant.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantView {
+    pub id: Uuid,
+    pub name: String,
+    /// `creating`, `active`, `suspended` or `deleting`.
+    #[schema(value_type = String, example = "active")]
+    pub status: TenantStatus,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+impl From<Tenant> for TenantView {
+    fn from(tenant: Tenant) -> Self {
+        Self {
+            id: tenant.id,
+            name: tenant.name,
+            status: tenant.status,
+            created_at: tenant.created_at,
+            updated_at: tenant.updated_at,
+        }
+    }
+}
+
+/// A tenant with the job that moves it (provisioning or deletion).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantJobView {
+    pub tenant: TenantView,
+    pub job: JobView,
+}
+
+/// A member of the caller's tenant.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemberView {
+    pub user_id: Uuid,
+    /// `owner`, `user`, `readonly` or `webdav`.
+    #[schema(value_type = String, example = "user")]
+    pub capability_set: CapabilitySet,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+impl From<Member> for MemberView {
+    fn from(member: Member) -> Self {
+        Self {
+            user_id: member.user_id,
+            capability_set: member.capability_set,
+            created_at: member.created_at,
+            updated_at: member.updated_at,
+        }
+    }
 }

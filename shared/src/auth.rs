@@ -1,5 +1,6 @@
-//! Bearer tokens: HS256 JWTs naming a user (`sub`) and a tenant (`tid`). The algorithm is
-//! pinned, so a token signed any other way (or `none`) is refused.
+//! Bearer tokens: HS256 JWTs. A user token names a user (`sub`) and a tenant (`tid`) for
+//! `auth.audience`; an operator token names an operator for `auth.admin_audience`. The
+//! algorithm is pinned, so a token signed any other way (or `none`) is refused.
 
 use std::time::Duration;
 
@@ -31,6 +32,47 @@ pub struct Claims {
     pub exp: i64,
 }
 
+/// An operator's token, for the admin routes only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminClaims {
+    /// The operator, as named when the token was minted (for the audit log).
+    pub sub: String,
+    pub iss: String,
+    pub aud: String,
+    pub iat: i64,
+    pub exp: i64,
+}
+
+fn now_and_expiry(ttl: Duration) -> (i64, i64) {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
+    (now, now.saturating_add(ttl))
+}
+
+/// Signs an operator token for `operator`, valid for `ttl`.
+pub fn mint_admin(
+    settings: &AuthSettings,
+    operator: &str,
+    ttl: Duration,
+) -> Result<String, AuthError> {
+    let (iat, exp) = now_and_expiry(ttl);
+    let claims = AdminClaims {
+        sub: operator.to_owned(),
+        iss: settings.issuer.clone(),
+        aud: settings.admin_audience.clone(),
+        iat,
+        exp,
+    };
+    encode(settings, &claims)
+}
+
+/// Verifies an operator token like [`verify`] does a user token.
+pub fn verify_admin(settings: &AuthSettings, token: &str) -> Result<AdminClaims, AuthError> {
+    let claims: AdminClaims = decode(settings, &settings.admin_audience, token)?;
+    check_issued_at(settings, claims.iat)?;
+    Ok(claims)
+}
+
 /// Signs a token for `user_id` in `tenant_id`, valid for `ttl`.
 pub fn mint(
     settings: &AuthSettings,
@@ -38,20 +80,24 @@ pub fn mint(
     user_id: Uuid,
     ttl: Duration,
 ) -> Result<String, AuthError> {
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let (iat, exp) = now_and_expiry(ttl);
     let claims = Claims {
         sub: user_id,
         tid: tenant_id,
         iss: settings.issuer.clone(),
         aud: settings.audience.clone(),
-        iat: now,
-        exp: now.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
+        iat,
+        exp,
     };
     sign(settings, &claims)
 }
 
 /// Signs `claims` as they are (HS256).
 pub fn sign(settings: &AuthSettings, claims: &Claims) -> Result<String, AuthError> {
+    encode(settings, claims)
+}
+
+fn encode(settings: &AuthSettings, claims: &impl Serialize) -> Result<String, AuthError> {
     let key = EncodingKey::from_secret(settings.jwt_secret.expose().as_bytes())
         .map_err(AuthError::Signing)?;
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &key).map_err(AuthError::Signing)
@@ -59,24 +105,37 @@ pub fn sign(settings: &AuthSettings, claims: &Claims) -> Result<String, AuthErro
 
 /// Verifies signature (HS256 only), expiry, issuer and audience, with the configured leeway.
 pub fn verify(settings: &AuthSettings, token: &str) -> Result<Claims, AuthError> {
+    let claims: Claims = decode(settings, &settings.audience, token)?;
+    check_issued_at(settings, claims.iat)?;
+    Ok(claims)
+}
+
+fn decode<C: serde::de::DeserializeOwned>(
+    settings: &AuthSettings,
+    audience: &str,
+    token: &str,
+) -> Result<C, AuthError> {
     let mut validation = Validation::new(Algorithm::HS256);
     validation.set_required_spec_claims(&["exp", "iat", "iss", "aud", "sub"]);
     validation.set_issuer(&[&settings.issuer]);
-    validation.set_audience(&[&settings.audience]);
+    validation.set_audience(&[audience]);
     validation.leeway = settings.leeway_seconds;
     validation.validate_nbf = true;
     let key = DecodingKey::from_secret(settings.jwt_secret.expose().as_bytes())
         .map_err(AuthError::Invalid)?;
-    let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+    jsonwebtoken::decode::<C>(token, &key, &validation)
         .map(|data| data.claims)
-        .map_err(AuthError::Invalid)?;
-    // A token issued in the future was minted by a skewed or forged clock.
+        .map_err(AuthError::Invalid)
+}
+
+/// A token issued in the future was minted by a skewed or forged clock.
+fn check_issued_at(settings: &AuthSettings, iat: i64) -> Result<(), AuthError> {
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let leeway = i64::try_from(settings.leeway_seconds).unwrap_or(i64::MAX);
-    if claims.iat > now.saturating_add(leeway) {
+    if iat > now.saturating_add(leeway) {
         return Err(AuthError::IssuedInTheFuture);
     }
-    Ok(claims)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -91,7 +150,18 @@ mod tests {
             audience: "quire-api".into(),
             leeway_seconds: 5,
             token_ttl_seconds: 60,
+            admin_audience: "quire-admin".into(),
         }
+    }
+
+    #[test]
+    fn user_and_operator_tokens_never_stand_in_for_each_other() {
+        let user = mint(&settings(), Uuid::nil(), Uuid::nil(), Duration::from_secs(60))
+            .expect("mint");
+        let operator = mint_admin(&settings(), "ops", Duration::from_secs(60)).expect("mint");
+        assert_eq!(verify_admin(&settings(), &operator).expect("verify").sub, "ops");
+        assert!(verify_admin(&settings(), &user).is_err());
+        assert!(verify(&settings(), &operator).is_err());
     }
 
     #[test]

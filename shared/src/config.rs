@@ -64,6 +64,14 @@ pub struct Settings {
     pub retention: RetentionSettings,
     pub worker: WorkerSettings,
     pub telemetry: TelemetrySettings,
+    pub search: SearchSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSettings {
+    /// The PostgreSQL text search configuration new tenants' indexes use.
+    pub language: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -99,6 +107,9 @@ pub struct AuthSettings {
     pub audience: String,
     pub leeway_seconds: u64,
     pub token_ttl_seconds: u64,
+    /// The audience of operator tokens; a user token never carries it, so one kind of
+    /// token can never stand in for the other.
+    pub admin_audience: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -249,6 +260,13 @@ impl Settings {
         }
         if self.dispatcher.batch_size < 1 {
             return unsafe_setting("dispatcher.batch_size must be at least 1");
+        }
+        if self.auth.admin_audience == self.auth.audience {
+            return unsafe_setting("auth.admin_audience must differ from auth.audience");
+        }
+        let language = &self.search.language;
+        if language.is_empty() || !language.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            return unsafe_setting("search.language must be a text search configuration name");
         }
         if self.redis.namespace.is_empty() || self.redis.namespace.contains(['{', '}']) {
             return unsafe_setting("redis.namespace must be non-empty and without braces");

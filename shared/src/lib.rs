@@ -5,11 +5,14 @@ pub mod broker;
 pub mod catalogue;
 pub mod config;
 pub mod db;
+pub mod permissions;
 pub mod retry;
 pub mod secret;
 pub mod shutdown;
+pub mod signing;
 pub mod states;
 pub mod storage;
+pub mod tenancy;
 pub mod telemetry;
 
 #[cfg(feature = "test-support")]

@@ -1,21 +1,12 @@
 //! The state machines of DESIGN §3 in one place: the states of jobs, outbox events,
 //! documents and tenants, stored as text, and the allowed job transitions.
 
-use std::io::Write;
-
-use diesel::deserialize::{self, FromSql, FromSqlRow};
-use diesel::expression::AsExpression;
-use diesel::pg::{Pg, PgValue};
-use diesel::serialize::{self, IsNull, Output, ToSql};
-use diesel::sql_types::Text;
-use serde::{Deserialize, Serialize};
-
 /// A state stored as one of a fixed set of strings (the CHECK constraints of the schema).
 macro_rules! text_state {
     ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, AsExpression, FromSqlRow)]
-        #[diesel(sql_type = Text)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize, ::diesel::expression::AsExpression, ::diesel::deserialize::FromSqlRow)]
+        #[diesel(sql_type = ::diesel::sql_types::Text)]
         pub enum $name {
             $(#[serde(rename = $text)] $variant),+
         }
@@ -43,15 +34,15 @@ macro_rules! text_state {
             }
         }
 
-        impl ToSql<Text, Pg> for $name {
-            fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
-                out.write_all(self.as_str().as_bytes())?;
-                Ok(IsNull::No)
+        impl ::diesel::serialize::ToSql<::diesel::sql_types::Text, ::diesel::pg::Pg> for $name {
+            fn to_sql<'b>(&'b self, out: &mut ::diesel::serialize::Output<'b, '_, ::diesel::pg::Pg>) -> ::diesel::serialize::Result {
+                ::std::io::Write::write_all(out, self.as_str().as_bytes())?;
+                Ok(::diesel::serialize::IsNull::No)
             }
         }
 
-        impl FromSql<Text, Pg> for $name {
-            fn from_sql(value: PgValue<'_>) -> deserialize::Result<Self> {
+        impl ::diesel::deserialize::FromSql<::diesel::sql_types::Text, ::diesel::pg::Pg> for $name {
+            fn from_sql(value: ::diesel::pg::PgValue<'_>) -> ::diesel::deserialize::Result<Self> {
                 let text = std::str::from_utf8(value.as_bytes())?;
                 Self::parse(text).ok_or_else(|| {
                     format!(concat!("unknown ", stringify!($name), " {:?}"), text).into()
@@ -60,6 +51,7 @@ macro_rules! text_state {
         }
     };
 }
+pub(crate) use text_state;
 
 text_state!(
     /// Where a processing job stands; PostgreSQL is the only truth about it.

@@ -31,7 +31,7 @@ impl WorkerContext {
             ),
             pool: db::build_pool(&settings.database)?,
             store: Arc::new(LocalStore::new(&settings.storage.data_dir)),
-            handlers: Registry::standard(),
+            handlers: Registry::standard(settings),
             lease: Duration::from_secs(settings.worker.lease_seconds),
             retry_backoff: Backoff::new(
                 Duration::from_millis(settings.worker.retry_backoff_base_ms),

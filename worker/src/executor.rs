@@ -147,6 +147,14 @@ async fn run_handler(
             "no worker can run this job type",
         ));
     };
+    if let Some(required) = handler.job_type().info().required_tenant_status {
+        let mut conn = context
+            .pool
+            .get()
+            .await
+            .map_err(crate::handlers::database_unavailable)?;
+        crate::handlers::ensure_tenant_status(&mut conn, job.tenant_id, required).await?;
+    }
     match tokio::time::timeout(handler.time_limit(), handler.run(context, job, cancelled)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(JobError::Transient {

@@ -1,14 +1,19 @@
 //! `quire-admin`: operator commands. Each prints its result on stdout so scripts can use
 //! it; logs go to stderr.
 
+mod deletion;
+mod tenants;
+
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use quire_shared::config::Settings;
-use quire_shared::db::{self, migrate, tenants};
-use quire_shared::states::TenantStatus;
+use quire_shared::db::{self, PgPool, members, migrate};
 use uuid::Uuid;
+
+pub use deletion::DeletionArgs;
+pub use tenants::TenantCommand;
 
 #[derive(Debug, Parser)]
 #[command(name = "quire-admin", about = "Operate a Quire installation", version)]
@@ -21,35 +26,40 @@ pub struct Cli {
 pub enum Command {
     /// Apply pending database migrations (embedded in this binary).
     Migrate,
-    /// Manage tenants.
+    /// Manage tenants: create, list, suspend, activate, delete, reset.
     Tenant {
         #[command(subcommand)]
         command: TenantCommand,
     },
-    /// Mint a bearer token for a user of a tenant.
+    /// Mint a bearer token for a member of a tenant.
     Token {
         /// Tenant id or name.
         #[arg(long)]
         tenant: String,
-        /// User id (a UUID).
+        /// User id (a UUID); must be a member of the tenant.
         #[arg(long)]
         user: Uuid,
         /// Lifetime in seconds (default: auth.token_ttl_seconds).
         #[arg(long)]
         ttl_seconds: Option<u64>,
     },
+    /// Mint an operator token for the admin routes (/api/admin/...).
+    AdminToken {
+        /// Who the token is for; recorded in the API's log of admin actions.
+        #[arg(long)]
+        operator: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 900)]
+        ttl_seconds: u64,
+    },
 }
 
-#[derive(Debug, Subcommand)]
-pub enum TenantCommand {
-    /// Create an active tenant and print its id.
-    Create {
-        #[arg(long)]
-        name: String,
-        /// Succeed and print the existing id when the name is taken.
-        #[arg(long)]
-        if_missing: bool,
-    },
+pub(crate) async fn connect(settings: &Settings) -> anyhow::Result<PgPool> {
+    let pool = db::build_pool(&settings.database)?;
+    db::ping(&pool)
+        .await
+        .context("failed to connect to the database")?;
+    Ok(pool)
 }
 
 pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
@@ -65,45 +75,40 @@ pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
                 println!("applied {version}");
             }
         }
-        Command::Tenant {
-            command: TenantCommand::Create { name, if_missing },
-        } => {
-            let name = name.trim();
-            if name.is_empty() || name.chars().count() > 100 {
-                bail!("a tenant name has 1 to 100 characters");
-            }
-            let pool = db::build_pool(&settings.database)?;
-            let mut conn = pool
-                .get()
-                .await
-                .context("failed to connect to the database")?;
-            if let Some(existing) = tenants::find_tenant_by_name(&mut conn, name).await? {
-                if if_missing {
-                    println!("{}", existing.id);
-                    return Ok(());
-                }
-                bail!("a tenant named {name:?} exists already ({})", existing.id);
-            }
-            let tenant = tenants::create_tenant(&mut conn, name, TenantStatus::Active).await?;
-            println!("{}", tenant.id);
-        }
+        Command::Tenant { command } => tenants::run(command, &settings).await?,
         Command::Token {
             tenant,
             user,
             ttl_seconds,
         } => {
-            let pool = db::build_pool(&settings.database)?;
-            let mut conn = pool
-                .get()
-                .await
-                .context("failed to connect to the database")?;
-            let found = match Uuid::parse_str(&tenant) {
-                Ok(id) => tenants::find_tenant(&mut conn, id).await?,
-                Err(_) => tenants::find_tenant_by_name(&mut conn, &tenant).await?,
-            };
-            let found = found.with_context(|| format!("no tenant {tenant:?}"))?;
+            let pool = connect(&settings).await?;
+            let mut conn = pool.get().await?;
+            let found = tenants::find(&mut conn, &tenant).await?;
+            let access = members::resolve_access(&mut conn, found.id, user).await?;
+            if access.and_then(|access| access.permissions).is_none() {
+                bail!(
+                    "user {user} is not a member of tenant {:?}: add them with POST /api/members \
+                     (as an owner) or name them when the tenant is created",
+                    found.name
+                );
+            }
             let ttl = Duration::from_secs(ttl_seconds.unwrap_or(settings.auth.token_ttl_seconds));
             let token = quire_shared::auth::mint(&settings.auth, found.id, user, ttl)?;
+            println!("{token}");
+        }
+        Command::AdminToken {
+            operator,
+            ttl_seconds,
+        } => {
+            let operator = operator.trim();
+            if operator.is_empty() {
+                bail!("--operator names who the token is for");
+            }
+            let token = quire_shared::auth::mint_admin(
+                &settings.auth,
+                operator,
+                Duration::from_secs(ttl_seconds),
+            )?;
             println!("{token}");
         }
     }

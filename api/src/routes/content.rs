@@ -9,7 +9,7 @@ use tokio_util::io::ReaderStream;
 use uuid::Uuid;
 
 use super::documents::connection;
-use crate::auth::Caller;
+use crate::auth::DocumentReader;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views::ProblemView;
@@ -52,7 +52,7 @@ fn content_disposition(filename: &str) -> String {
 )]
 pub async fn content(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentReader,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
@@ -105,7 +105,7 @@ pub async fn content(
 )]
 pub async fn thumbnail(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentReader,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();

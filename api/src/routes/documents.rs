@@ -12,7 +12,7 @@ use quire_shared::db::{DbError, PooledConnection};
 use quire_shared::storage::StorageKey;
 use uuid::Uuid;
 
-use crate::auth::Caller;
+use crate::auth::{DocumentReader, DocumentWriter};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::upload::{self, MAX_TITLE_CHARS};
@@ -66,11 +66,10 @@ pub(crate) async fn connection(state: &AppState) -> Result<PooledConnection, Api
 )]
 pub async fn upload(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentWriter,
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_active_tenant()?;
     let limit = state.settings.server.max_upload_bytes;
     // Refuse a declared oversize body before reading (or storing) a byte of it; bodies
     // without a length are cut off while streaming.
@@ -221,7 +220,7 @@ async fn record_upload(
 )]
 pub async fn get(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentReader,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();

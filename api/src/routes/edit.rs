@@ -13,7 +13,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::documents::connection;
-use crate::auth::Caller;
+use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::upload::MAX_TITLE_CHARS;
@@ -151,11 +151,10 @@ fn parse_edit(patch: DocumentPatch) -> Result<DocumentEdit, ApiError> {
 )]
 pub async fn patch(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentWriter,
     path: web::Path<Uuid>,
     body: web::Json<DocumentPatch>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_active_tenant()?;
     let document_id = path.into_inner();
     let tenant_id = caller.tenant_id;
     let mut patch = body.into_inner();

@@ -7,7 +7,7 @@ use quire_shared::db::{DbError, documents, jobs};
 use uuid::Uuid;
 
 use super::documents::connection;
-use crate::auth::Caller;
+use crate::auth::{DocumentReader, DocumentWriter};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views::{JobView, ProblemView};
@@ -24,7 +24,7 @@ use crate::views::{JobView, ProblemView};
 )]
 pub async fn list(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentReader,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
@@ -52,7 +52,7 @@ pub async fn list(
 )]
 pub async fn get(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentReader,
     path: web::Path<(Uuid, Uuid)>,
 ) -> Result<HttpResponse, ApiError> {
     let (document_id, job_id) = path.into_inner();
@@ -81,10 +81,9 @@ pub async fn get(
 )]
 pub async fn retry(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentWriter,
     path: web::Path<(Uuid, Uuid)>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_active_tenant()?;
     let (document_id, job_id) = path.into_inner();
     let tenant_id = caller.tenant_id;
     let fresh_attempts = state.settings.jobs.max_attempts;

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::documents::connection;
-use crate::auth::Caller;
+use crate::auth::DocumentReader;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views::{DocumentView, ProblemView};
@@ -72,7 +72,7 @@ fn decode_cursor(cursor: &str) -> Option<PageAfter> {
 )]
 pub async fn list(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentReader,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();

@@ -2,6 +2,8 @@
 //! configuration and `ROUTES`, which a test compares with the OpenAPI document. Every
 //! path is a resource whose other methods answer 405 problem+json.
 
+mod admin_tenants;
+mod bulk;
 mod catalogue;
 mod content;
 mod documents;
@@ -9,8 +11,8 @@ mod edit;
 mod health;
 mod jobs;
 mod listing;
+mod members;
 mod openapi;
-mod reanalyze;
 mod trash;
 
 use actix_web::{HttpResponse, Resource, web};
@@ -43,7 +45,8 @@ route_table! {
     "/readyz" { get => health::readyz }
     "/api/documents" { post => documents::upload, get => listing::list }
     // Before "/api/documents/{document_id}", which would take "reanalyze" for an id.
-    "/api/documents/reanalyze" { post => reanalyze::reanalyze }
+    "/api/documents/reanalyze" { post => bulk::reanalyze }
+    "/api/documents/verify" { post => bulk::verify }
     "/api/documents/{document_id}" { get => documents::get, patch => edit::patch, delete => trash::trash }
     "/api/documents/{document_id}/restore" { post => trash::restore }
     "/api/documents/{document_id}/content" { get => content::content }
@@ -52,6 +55,13 @@ route_table! {
     "/api/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
     "/api/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }
     "/api/jobs/catalogue" { get => catalogue::catalogue }
+    "/api/members" { get => members::list, post => members::add }
+    "/api/members/{user_id}" { patch => members::change, delete => members::remove }
+    "/api/admin/tenants" { get => admin_tenants::list, post => admin_tenants::create }
+    "/api/admin/tenants/{tenant_id}" { get => admin_tenants::get }
+    "/api/admin/tenants/{tenant_id}/suspend" { post => admin_tenants::suspend }
+    "/api/admin/tenants/{tenant_id}/activate" { post => admin_tenants::activate }
+    "/api/admin/tenants/{tenant_id}/deletion" { post => admin_tenants::request_deletion }
     "/api/openapi.json" { get => openapi::document }
     "/api/docs" { get => openapi::swagger_ui }
     "/api/docs/init.js" { get => openapi::swagger_init }

@@ -5,8 +5,13 @@ use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{catalogue, content, documents, edit, health, jobs, listing, reanalyze, trash};
-use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView, VersionView};
+use super::{
+    admin_tenants, bulk, catalogue, content, documents, edit, health, jobs, listing, members, trash,
+};
+use crate::views::{
+    DocumentView, JobView, MemberView, ProblemView, TenantJobView, TenantView, UploadForm,
+    UploadView, VersionView,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -18,7 +23,8 @@ use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView, V
     paths(
         documents::upload,
         listing::list,
-        reanalyze::reanalyze,
+        bulk::reanalyze,
+        bulk::verify,
         documents::get,
         edit::patch,
         trash::trash,
@@ -29,6 +35,16 @@ use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView, V
         jobs::get,
         jobs::retry,
         catalogue::catalogue,
+        members::list,
+        members::add,
+        members::change,
+        members::remove,
+        admin_tenants::create,
+        admin_tenants::list,
+        admin_tenants::get,
+        admin_tenants::suspend,
+        admin_tenants::activate,
+        admin_tenants::request_deletion,
         health::healthz,
         health::readyz,
     ),
@@ -40,7 +56,14 @@ use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView, V
         UploadForm,
         ProblemView,
         edit::DocumentPatch,
-        reanalyze::ReanalyzeRequest
+        bulk::ReanalyzeRequest,
+        bulk::VerifyRequest,
+        members::NewMember,
+        members::MemberPatch,
+        MemberView,
+        TenantView,
+        TenantJobView,
+        admin_tenants::NewTenant
     )),
     modifiers(&BearerToken),
     security(("bearer" = []))

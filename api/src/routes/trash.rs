@@ -10,7 +10,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::documents::connection;
-use crate::auth::Caller;
+use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views::{DocumentView, JobView, ProblemView};
@@ -38,10 +38,9 @@ enum Deleted {
 )]
 pub async fn trash(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentWriter,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_active_tenant()?;
     let document_id = path.into_inner();
     let tenant_id = caller.tenant_id;
     let max_attempts = state.settings.jobs.max_attempts;
@@ -97,10 +96,9 @@ pub async fn trash(
 )]
 pub async fn restore(
     state: web::Data<AppState>,
-    caller: Caller,
+    caller: DocumentWriter,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_active_tenant()?;
     let document_id = path.into_inner();
     let tenant_id = caller.tenant_id;
     let mut conn = connection(&state).await?;

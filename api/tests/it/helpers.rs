@@ -7,8 +7,8 @@ use quire_api::Application;
 use quire_shared::catalogue::{FaultTestPayload, JobType};
 use quire_shared::config::Settings;
 use quire_shared::db::jobs::{self, Job};
-use quire_shared::db::{PgPool, tenants};
-use quire_shared::states::{JobStatus, TenantStatus};
+use quire_shared::db::PgPool;
+use quire_shared::states::JobStatus;
 use quire_shared::test_support::{TestContext, eventually};
 use reqwest::multipart::{Form, Part};
 use serde_json::Value;
@@ -75,20 +75,9 @@ impl TestApp {
         test_app
     }
 
-    /// Creates an active tenant and a token for a new user of it.
+    /// Creates an active, provisioned tenant and a token of its owner (a new user).
     pub async fn add_tenant(&self, name: &str) -> (Uuid, String) {
-        let mut conn = self.pool.get().await.expect("connection");
-        let tenant = tenants::create_tenant(&mut conn, name, TenantStatus::Active)
-            .await
-            .expect("create tenant");
-        let token = quire_shared::auth::mint(
-            &self.context.settings.auth,
-            tenant.id,
-            Uuid::now_v7(),
-            Duration::from_secs(600),
-        )
-        .expect("mint token");
-        (tenant.id, token)
+        self.context.provisioned_tenant(name, Uuid::now_v7()).await
     }
 
     pub fn start_dispatcher(&self) {

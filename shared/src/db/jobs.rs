@@ -484,6 +484,20 @@ pub async fn find_job(conn: &mut AsyncPgConnection, job_id: Uuid) -> Result<Opti
         .optional()?)
 }
 
+/// A tenant's own lifecycle jobs (provisioning, deletion: no document), oldest first.
+pub async fn list_tenant_jobs(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+) -> Result<Vec<Job>, DbError> {
+    Ok(processing_jobs::table
+        .filter(processing_jobs::tenant_id.eq(tenant_id))
+        .filter(processing_jobs::document_id.is_null())
+        .order((processing_jobs::queued_at.asc(), processing_jobs::id.asc()))
+        .select(Job::as_select())
+        .load(conn)
+        .await?)
+}
+
 /// Jobs by id, for batch inspection.
 pub async fn find_jobs(
     conn: &mut AsyncPgConnection,

@@ -5,9 +5,13 @@ pub mod documents;
 pub mod jobs;
 pub mod labels;
 pub mod maintenance;
+pub mod members;
 pub mod migrate;
+pub mod nonces;
 pub mod outbox;
 pub mod schema;
+pub mod search_indexes;
+pub mod tenant_data;
 pub mod tenants;
 
 use std::time::Duration;

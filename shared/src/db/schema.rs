@@ -112,6 +112,43 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    capability_sets (tenant_id, name) {
+        tenant_id -> Uuid,
+        name -> Text,
+        permissions -> Array<Text>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    tenant_members (tenant_id, user_id) {
+        tenant_id -> Uuid,
+        user_id -> Uuid,
+        capability_set -> Text,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    search_indexes (tenant_id) {
+        tenant_id -> Uuid,
+        language -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    used_nonces (nonce) {
+        nonce -> Text,
+        purpose -> Text,
+        tenant_id -> Uuid,
+        job_id -> Uuid,
+        used_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -127,4 +164,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     correspondents,
     tags,
     document_tags,
+    capability_sets,
+    tenant_members,
+    search_indexes,
+    used_nonces,
 );

@@ -15,6 +15,11 @@ impl StorageKey {
         ))
     }
 
+    /// `tenants/{tenant}`: everything a tenant ever stored lives under it.
+    pub fn tenant_prefix(tenant_id: Uuid) -> Self {
+        Self(format!("tenants/{tenant_id}"))
+    }
+
     /// Rebuilds a key read back from the database, refusing anything that is not made of
     /// plain path segments.
     pub fn from_stored(key: &str) -> Option<Self> {
@@ -47,7 +52,11 @@ mod tests {
             key.as_str(),
             format!("tenants/{t}/documents/{d}/versions/{v}/source")
         );
-        assert_eq!(StorageKey::from_stored(key.as_str()), Some(key));
+        assert_eq!(StorageKey::from_stored(key.as_str()), Some(key.clone()));
+        assert!(
+            key.as_str()
+                .starts_with(&format!("{}/", StorageKey::tenant_prefix(t).as_str()))
+        );
     }
 
     #[test]

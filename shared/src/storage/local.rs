@@ -74,4 +74,12 @@ impl ObjectStore for LocalStore {
             Err(error) => Err(error.into()),
         }
     }
+
+    async fn delete_prefix(&self, prefix: &StorageKey) -> Result<(), StorageError> {
+        match tokio::fs::remove_dir_all(self.path(prefix)).await {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
 }

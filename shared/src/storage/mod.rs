@@ -37,6 +37,9 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     async fn open(&self, key: &StorageKey) -> Result<ObjectReader, StorageError>;
     /// Removes `key`; a missing object is not an error.
     async fn delete(&self, key: &StorageKey) -> Result<(), StorageError>;
+    /// Removes every object under `prefix` (a tenant's whole space, orphans included);
+    /// nothing there is not an error.
+    async fn delete_prefix(&self, prefix: &StorageKey) -> Result<(), StorageError>;
 }
 
 /// Size and SHA-256 of stored bytes.

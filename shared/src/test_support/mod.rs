@@ -80,6 +80,47 @@ impl TestContext {
     pub fn pool(&self) -> crate::db::PgPool {
         crate::db::build_pool(&self.settings.database).expect("database pool")
     }
+
+    /// An active tenant as provisioning leaves it (index, capability sets), with `owner`
+    /// as its owner, made directly so that tests need no worker; returns its id and a
+    /// token of the owner. Provisioning itself is tested end to end on its own.
+    pub async fn provisioned_tenant(&self, name: &str, owner: Uuid) -> (Uuid, String) {
+        use crate::db::{members, search_indexes, tenants};
+        use crate::permissions::MemberSpec;
+        let pool = self.pool();
+        let mut conn = pool.get().await.expect("connection");
+        let tenant = tenants::create_tenant(&mut conn, name, crate::states::TenantStatus::Active)
+            .await
+            .expect("create tenant");
+        search_indexes::ensure(&mut conn, tenant.id, &self.settings.search.language)
+            .await
+            .expect("search index");
+        members::materialize(&mut conn, tenant.id, &[MemberSpec::User(owner)])
+            .await
+            .expect("members");
+        (tenant.id, self.token_for(tenant.id, owner))
+    }
+
+    /// A token of `user` in `tenant_id`, valid for an hour.
+    pub fn token_for(&self, tenant_id: Uuid, user: Uuid) -> String {
+        crate::auth::mint(
+            &self.settings.auth,
+            tenant_id,
+            user,
+            std::time::Duration::from_secs(3600),
+        )
+        .expect("mint token")
+    }
+
+    /// An operator token for the admin routes.
+    pub fn operator_token(&self) -> String {
+        crate::auth::mint_admin(
+            &self.settings.auth,
+            "test-operator",
+            std::time::Duration::from_secs(3600),
+        )
+        .expect("mint operator token")
+    }
 }
 
 /// The test profile's settings with `env` on top.

@@ -12,7 +12,8 @@ pub fn database_unavailable(error: impl Into<anyhow::Error>) -> JobError {
 }
 
 /// Fails at once, with a safe code, unless the job's tenant is in the state the job type
-/// requires (`ensure_active_tenant` of the catalogue).
+/// requires (`ensure_active_tenant` of the catalogue). The executor calls it for every
+/// job before its handler runs.
 pub async fn ensure_tenant_status(
     conn: &mut AsyncPgConnection,
     tenant_id: uuid::Uuid,

@@ -1,10 +1,30 @@
 //! The integrity check: stream the stored object and compare its size and SHA-256 with
 //! what the upload recorded.
 
-use quire_shared::db::documents::DocumentVersion;
+use quire_shared::db::documents::{self, DocumentVersion};
 use quire_shared::storage::{ObjectStore, StorageError, StorageKey, digest_object};
+use uuid::Uuid;
 
+use super::guards::database_unavailable;
+use crate::context::WorkerContext;
 use crate::outcome::JobError;
+
+/// The version a job names, in the job's tenant; a missing one fails the job for good.
+pub async fn load_version(
+    context: &WorkerContext,
+    tenant_id: Uuid,
+    document_id: Uuid,
+    version_id: Uuid,
+) -> Result<DocumentVersion, JobError> {
+    let mut conn = context.pool.get().await.map_err(database_unavailable)?;
+    documents::find_version(&mut conn, tenant_id, document_id, version_id)
+        .await
+        .map_err(database_unavailable)?
+        .ok_or(JobError::permanent(
+            "document_missing",
+            "the document version no longer exists",
+        ))
+}
 
 pub async fn verify(store: &dyn ObjectStore, version: &DocumentVersion) -> Result<(), JobError> {
     let key = StorageKey::from_stored(&version.storage_key).ok_or(JobError::document_failed(

@@ -1,11 +1,16 @@
 //! One module per job type; registration in one place.
 
 mod analyze_document;
+mod delete_tenant;
 #[cfg(feature = "fault-injection")]
 mod fault_test;
 mod guards;
 mod integrity;
+mod provision_tenant;
 mod purge_document;
+mod verify_document;
+
+pub use guards::{database_unavailable, ensure_tenant_status};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use diesel_async::AsyncPgConnection;
 use quire_shared::catalogue::JobType;
+use quire_shared::config::Settings;
 use quire_shared::db::DbError;
 use quire_shared::db::jobs::Job;
 use tokio_util::sync::CancellationToken;
@@ -25,9 +31,10 @@ use crate::outcome::JobError;
 pub trait JobHandler: Send + Sync {
     fn job_type(&self) -> JobType;
 
-    /// Wall-clock limit of one run; past it the run counts as a transient failure.
+    /// Wall-clock limit of one run (the catalogue's); past it the run counts as a
+    /// transient failure.
     fn time_limit(&self) -> Duration {
-        Duration::from_secs(300)
+        self.job_type().time_limit()
     }
 
     /// Does the work. `cancelled` fires when the job was cancelled or taken over; a
@@ -54,10 +61,18 @@ pub struct Registry(BTreeMap<&'static str, Arc<dyn JobHandler>>);
 
 impl Registry {
     /// Every handler this build has.
-    pub fn standard() -> Self {
+    pub fn standard(settings: &Settings) -> Self {
         let mut registry = Self(BTreeMap::new());
         registry.add(Arc::new(analyze_document::AnalyzeDocument));
+        registry.add(Arc::new(verify_document::VerifyDocument));
         registry.add(Arc::new(purge_document::PurgeDocument));
+        registry.add(Arc::new(provision_tenant::ProvisionTenant {
+            search_language: settings.search.language.clone(),
+        }));
+        registry.add(Arc::new(delete_tenant::DeleteTenant {
+            server_secret: settings.auth.jwt_secret.clone(),
+            search_language: settings.search.language.clone(),
+        }));
         #[cfg(feature = "fault-injection")]
         registry.add(Arc::new(fault_test::FaultTest));
         registry

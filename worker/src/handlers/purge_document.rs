@@ -8,12 +8,11 @@ use diesel_async::AsyncConnection;
 use quire_shared::catalogue::{JobType, PurgeDocumentPayload};
 use quire_shared::db::jobs::Job;
 use quire_shared::db::{DbError, documents};
-use quire_shared::states::TenantStatus;
 use quire_shared::storage::{StorageError, StorageKey};
 use tokio_util::sync::CancellationToken;
 
 use super::JobHandler;
-use super::guards::{database_unavailable, ensure_tenant_status};
+use super::guards::database_unavailable;
 use crate::context::WorkerContext;
 use crate::outcome::JobError;
 
@@ -54,7 +53,6 @@ impl JobHandler for PurgeDocument {
             .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
         let (tenant_id, document_id) = (job.tenant_id, payload.document_id);
         let mut conn = context.pool.get().await.map_err(database_unavailable)?;
-        ensure_tenant_status(&mut conn, tenant_id, TenantStatus::Active).await?;
         let store = context.store.as_ref();
         let purged = conn
             .transaction::<_, PurgeError, _>(async |conn| {

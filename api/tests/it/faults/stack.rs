@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::config::workspace_config_dir;
-use quire_shared::db::{PgPool, tenants};
-use quire_shared::states::TenantStatus;
+use quire_shared::db::PgPool;
 use quire_shared::test_support::{TestContext, eventually};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
@@ -59,22 +58,14 @@ impl Stack {
     pub async fn new(context: TestContext) -> Self {
         let pool = context.pool();
         create_oracle_tables(&pool).await;
-        let mut conn = pool.get().await.expect("connection");
-        let tenant = tenants::create_tenant(&mut conn, "fault-tenant", TenantStatus::Active)
-            .await
-            .expect("tenant");
-        let token = quire_shared::auth::mint(
-            &context.settings.auth,
-            tenant.id,
-            Uuid::now_v7(),
-            Duration::from_secs(3600),
-        )
-        .expect("token");
+        let (tenant_id, token) = context
+            .provisioned_tenant("fault-tenant", Uuid::now_v7())
+            .await;
         let log_dir = context.data_dir.path().join("logs");
         std::fs::create_dir_all(&log_dir).expect("log folder");
         Self {
             pool,
-            tenant_id: tenant.id,
+            tenant_id,
             token,
             api_port: quire_shared::test_support::free_port(),
             children: BTreeMap::new(),

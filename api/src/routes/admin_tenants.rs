@@ -1,0 +1,259 @@
+//! Tenant administration (operator token): create (through provision-tenant), list, get
+//! (with its lifecycle jobs), suspend, activate, and the signed deletion or reset request.
+//! Tenant ids are the operator's to know, so a missing tenant answers 404.
+
+use actix_web::{HttpResponse, web};
+use quire_shared::catalogue::DeleteTenantPayload;
+use quire_shared::db::{jobs, tenants};
+use quire_shared::permissions::MemberSpec;
+use quire_shared::signing::ProofError;
+use quire_shared::states::TenantStatus;
+use quire_shared::tenancy::{self, TenancyError};
+use serde::Deserialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::documents::connection;
+use crate::auth::Operator;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::views::{JobView, ProblemView, TenantJobView, TenantView};
+
+const MAX_MEMBERS: usize = 1000;
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewTenant {
+    /// 1 to 100 characters, unique.
+    name: String,
+    /// User ids, or `{user_id, capability_set}`; the first bare id becomes `owner`, the
+    /// others `user`.
+    #[schema(value_type = Vec<Object>)]
+    members: Vec<MemberSpec>,
+}
+
+fn tenancy_error(error: TenancyError) -> ApiError {
+    let conflict = |code, detail: &str| ApiError::Conflict {
+        code,
+        detail: detail.to_owned(),
+        extension: None,
+    };
+    match error {
+        TenancyError::NameTaken => conflict("tenant_name_taken", "a tenant with this name exists already"),
+        TenancyError::NotFound => ApiError::NotFound,
+        TenancyError::NameMismatch => ApiError::forbidden(
+            "tenant_mismatch",
+            "the signed request names another tenant",
+        ),
+        TenancyError::WrongState(status) => ApiError::Conflict {
+            code: "tenant_state",
+            detail: format!("the tenant is {status}"),
+            extension: Some(("current_status", status.to_string())),
+        },
+        TenancyError::JobActive => conflict(
+            "tenant_job_active",
+            "a provisioning or deletion of this tenant is queued or running already",
+        ),
+        TenancyError::NonceReplayed => {
+            ApiError::forbidden("nonce_replayed", "the signed request was used before")
+        }
+        TenancyError::Proof(
+            error @ (ProofError::SignatureInvalid | ProofError::Stale | ProofError::FromTheFuture),
+        ) => ApiError::forbidden(error.code(), error.to_string()),
+        TenancyError::Proof(error) => ApiError::unprocessable(error.code(), error.to_string()),
+        TenancyError::Db(error) => error.into(),
+    }
+}
+
+#[utoipa::path(
+    post, path = "/api/admin/tenants", tag = "admin",
+    request_body = NewTenant,
+    responses(
+        (status = 202, description = "tenant `creating`, provisioning queued", body = TenantJobView),
+        (status = 409, description = "tenant_name_taken", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_name or invalid_members", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn create(
+    state: web::Data<AppState>,
+    operator: Operator,
+    body: web::Json<NewTenant>,
+) -> Result<HttpResponse, ApiError> {
+    let NewTenant { name, members } = body.into_inner();
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(ApiError::unprocessable(
+            "invalid_name",
+            "a tenant name has 1 to 100 characters",
+        ));
+    }
+    if members.is_empty() || members.len() > MAX_MEMBERS {
+        return Err(ApiError::unprocessable(
+            "invalid_members",
+            format!("name 1 to {MAX_MEMBERS} members; the first becomes the owner"),
+        ));
+    }
+    let mut conn = connection(&state).await?;
+    let (tenant, job) = tenancy::create_tenant(
+        &mut conn,
+        name,
+        members,
+        state.settings.jobs.max_attempts,
+        crate::request_id::current(),
+    )
+    .await
+    .map_err(tenancy_error)?;
+    tracing::info!(operator = %operator.name, tenant_id = %tenant.id, "tenant created");
+    Ok(HttpResponse::Accepted().json(TenantJobView {
+        tenant: tenant.into(),
+        job: job.into(),
+    }))
+}
+
+#[utoipa::path(
+    get, path = "/api/admin/tenants", tag = "admin",
+    responses(
+        (status = 200, description = "{tenants: [...]}, by name"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn list(state: web::Data<AppState>, _operator: Operator) -> Result<HttpResponse, ApiError> {
+    let mut conn = connection(&state).await?;
+    let tenants: Vec<TenantView> = tenants::list_tenants(&mut conn)
+        .await?
+        .into_iter()
+        .map(TenantView::from)
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({ "tenants": tenants })))
+}
+
+#[utoipa::path(
+    get, path = "/api/admin/tenants/{tenant_id}", tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "tenant id")),
+    responses(
+        (status = 200, description = "{tenant, jobs}: the tenant and its provisioning and deletion jobs, oldest first"),
+        (status = 404, description = "no such tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn get(
+    state: web::Data<AppState>,
+    _operator: Operator,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant_id = path.into_inner();
+    let mut conn = connection(&state).await?;
+    let tenant = tenants::find_tenant(&mut conn, tenant_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let jobs: Vec<JobView> = jobs::list_tenant_jobs(&mut conn, tenant_id)
+        .await?
+        .into_iter()
+        .map(JobView::from)
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({ "tenant": TenantView::from(tenant), "jobs": jobs })))
+}
+
+async fn move_tenant(
+    state: &AppState,
+    operator: &Operator,
+    tenant_id: Uuid,
+    from: TenantStatus,
+    to: TenantStatus,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = connection(state).await?;
+    if let Some(tenant) = tenants::transition(&mut conn, tenant_id, &[from], to).await? {
+        tracing::info!(operator = %operator.name, %tenant_id, status = %to, "tenant status changed");
+        return Ok(HttpResponse::Ok().json(TenantView::from(tenant)));
+    }
+    let tenant = tenants::find_tenant(&mut conn, tenant_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Err(tenancy_error(TenancyError::WrongState(tenant.status)))
+}
+
+#[utoipa::path(
+    post, path = "/api/admin/tenants/{tenant_id}/suspend", tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "tenant id")),
+    responses(
+        (status = 200, description = "suspended: reads still work, writes answer 403 tenant_suspended", body = TenantView),
+        (status = 409, description = "tenant_state: the tenant is not active", body = ProblemView, content_type = "application/problem+json"),
+        (status = 404, description = "no such tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn suspend(
+    state: web::Data<AppState>,
+    operator: Operator,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant_id = path.into_inner();
+    move_tenant(&state, &operator, tenant_id, TenantStatus::Active, TenantStatus::Suspended).await
+}
+
+#[utoipa::path(
+    post, path = "/api/admin/tenants/{tenant_id}/activate", tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "tenant id")),
+    responses(
+        (status = 200, description = "active again", body = TenantView),
+        (status = 409, description = "tenant_state: the tenant is not suspended", body = ProblemView, content_type = "application/problem+json"),
+        (status = 404, description = "no such tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn activate(
+    state: web::Data<AppState>,
+    operator: Operator,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant_id = path.into_inner();
+    move_tenant(&state, &operator, tenant_id, TenantStatus::Suspended, TenantStatus::Active).await
+}
+
+/// The body is what `quire-admin tenant delete|reset` signs: see `docs/jobs.md`.
+#[utoipa::path(
+    post, path = "/api/admin/tenants/{tenant_id}/deletion", tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "tenant id")),
+    request_body(content = Object, description = "{remove_tenant, tenant_name, action, nonce, issued_at, signature, final_status?}"),
+    responses(
+        (status = 202, description = "tenant `deleting`, delete-tenant queued", body = TenantJobView),
+        (status = 403, description = "signature_invalid, request_stale, request_from_the_future, tenant_mismatch or nonce_replayed", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "signature_malformed, nonce_malformed, issued_at_malformed or flags_inconsistent", body = ProblemView, content_type = "application/problem+json"),
+        (status = 409, description = "tenant_state (still creating) or tenant_job_active", body = ProblemView, content_type = "application/problem+json"),
+        (status = 404, description = "no such tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn request_deletion(
+    state: web::Data<AppState>,
+    operator: Operator,
+    path: web::Path<Uuid>,
+    body: web::Json<DeleteTenantPayload>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant_id = path.into_inner();
+    let request = body.into_inner();
+    let action = request.action;
+    let mut conn = connection(&state).await?;
+    let (tenant, job) = tenancy::request_deletion(
+        &mut conn,
+        tenant_id,
+        request,
+        state.settings.auth.jwt_secret.expose().as_bytes(),
+        state.settings.jobs.max_attempts,
+        crate::request_id::current(),
+    )
+    .await
+    .map_err(tenancy_error)?;
+    tracing::warn!(operator = %operator.name, %tenant_id, action = action.as_str(), job_id = %job.id, "tenant deletion accepted");
+    Ok(HttpResponse::Accepted().json(TenantJobView {
+        tenant: tenant.into(),
+        job: job.into(),
+    }))
+}

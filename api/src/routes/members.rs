@@ -1,0 +1,146 @@
+//! The caller's tenant's members (`members:manage`): list, add, change set, remove. A
+//! tenant always keeps an owner: the last one can be neither demoted nor removed.
+
+use actix_web::{HttpResponse, web};
+use quire_shared::db::members::{self, MemberChange};
+use quire_shared::permissions::CapabilitySet;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::documents::connection;
+use crate::auth::MemberManager;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::views::{MemberView, ProblemView};
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewMember {
+    user_id: Uuid,
+    /// `owner`, `user`, `readonly` or `webdav`.
+    #[schema(value_type = String, example = "user")]
+    capability_set: CapabilitySet,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemberPatch {
+    /// `owner`, `user`, `readonly` or `webdav`.
+    #[schema(value_type = String, example = "readonly")]
+    capability_set: CapabilitySet,
+}
+
+fn answer(change: MemberChange, ok: fn(MemberView) -> HttpResponse) -> Result<HttpResponse, ApiError> {
+    match change {
+        MemberChange::Done(member) => Ok(ok(member.into())),
+        MemberChange::NotFound => Err(ApiError::NotFound),
+        MemberChange::AlreadyMember => Err(ApiError::Conflict {
+            code: "already_member",
+            detail: "the user is a member of this tenant already".into(),
+            extension: None,
+        }),
+        MemberChange::LastOwner => Err(ApiError::Conflict {
+            code: "last_owner",
+            detail: "a tenant keeps at least one owner".into(),
+            extension: None,
+        }),
+    }
+}
+
+#[utoipa::path(
+    get, path = "/api/members", tag = "members",
+    responses(
+        (status = 200, description = "{members: [...]}, oldest first"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 403, description = "not a member, or no members:manage", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: MemberManager,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = connection(&state).await?;
+    let members: Vec<MemberView> = members::list_members(&mut conn, caller.tenant_id)
+        .await?
+        .into_iter()
+        .map(MemberView::from)
+        .collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "members": members })))
+}
+
+#[utoipa::path(
+    post, path = "/api/members", tag = "members",
+    request_body = NewMember,
+    responses(
+        (status = 201, description = "added", body = MemberView),
+        (status = 409, description = "already_member", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 403, description = "not a member, no members:manage, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn add(
+    state: web::Data<AppState>,
+    caller: MemberManager,
+    body: web::Json<NewMember>,
+) -> Result<HttpResponse, ApiError> {
+    let member = body.into_inner();
+    let mut conn = connection(&state).await?;
+    let change =
+        members::add_member(&mut conn, caller.tenant_id, member.user_id, member.capability_set)
+            .await?;
+    answer(change, |view| HttpResponse::Created().json(view))
+}
+
+#[utoipa::path(
+    patch, path = "/api/members/{user_id}", tag = "members",
+    params(("user_id" = Uuid, Path, description = "the member's user id")),
+    request_body = MemberPatch,
+    responses(
+        (status = 200, description = "changed", body = MemberView),
+        (status = 404, description = "no such member", body = ProblemView, content_type = "application/problem+json"),
+        (status = 409, description = "last_owner: the tenant's last owner cannot be demoted", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 403, description = "not a member, no members:manage, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn change(
+    state: web::Data<AppState>,
+    caller: MemberManager,
+    path: web::Path<Uuid>,
+    body: web::Json<MemberPatch>,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = connection(&state).await?;
+    let change = members::change_member_set(
+        &mut conn,
+        caller.tenant_id,
+        path.into_inner(),
+        body.into_inner().capability_set,
+    )
+    .await?;
+    answer(change, |view| HttpResponse::Ok().json(view))
+}
+
+#[utoipa::path(
+    delete, path = "/api/members/{user_id}", tag = "members",
+    params(("user_id" = Uuid, Path, description = "the member's user id")),
+    responses(
+        (status = 204, description = "removed"),
+        (status = 404, description = "no such member", body = ProblemView, content_type = "application/problem+json"),
+        (status = 409, description = "last_owner: the tenant's last owner cannot be removed", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 403, description = "not a member, no members:manage, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn remove(
+    state: web::Data<AppState>,
+    caller: MemberManager,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = connection(&state).await?;
+    let change = members::remove_member(&mut conn, caller.tenant_id, path.into_inner()).await?;
+    answer(change, |_| HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,118 @@
+//! Everything delete-tenant removes from PostgreSQL, one statement per table, children
+//! first. Each function is idempotent, so a re-run after a crash half-way finishes the
+//! job. Finished jobs stay as the audit record (no foreign keys, pruned by retention).
+
+use diesel::sql_types::Uuid as SqlUuid;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::DbError;
+
+async fn run_all(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    statements: &[&str],
+) -> Result<(), DbError> {
+    for statement in statements {
+        diesel::sql_query(*statement)
+            .bind::<SqlUuid, _>(tenant_id)
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Documents, versions, tags, correspondents and their links (the search text lives on
+/// the document rows, so it goes with them).
+pub async fn delete_documents(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+) -> Result<(), DbError> {
+    run_all(
+        conn,
+        tenant_id,
+        &[
+            "DELETE FROM document_tags WHERE tenant_id = $1",
+            "UPDATE documents SET current_version_id = NULL, correspondent_id = NULL \
+             WHERE tenant_id = $1",
+            "DELETE FROM document_versions WHERE tenant_id = $1",
+            "DELETE FROM documents WHERE tenant_id = $1",
+            "DELETE FROM tags WHERE tenant_id = $1",
+            "DELETE FROM correspondents WHERE tenant_id = $1",
+        ],
+    )
+    .await
+}
+
+/// Members and capability sets.
+pub async fn delete_membership(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+) -> Result<(), DbError> {
+    run_all(
+        conn,
+        tenant_id,
+        &[
+            "DELETE FROM tenant_members WHERE tenant_id = $1",
+            "DELETE FROM capability_sets WHERE tenant_id = $1",
+        ],
+    )
+    .await
+}
+
+/// The tenant's other jobs: queued ones are deleted with their events (they never ran),
+/// running ones are cancelled (their heartbeat stops them; the row stays as audit).
+pub async fn remove_other_jobs(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    except_job_id: Uuid,
+) -> Result<(), DbError> {
+    // A data-modifying CTE runs whether or not the main statement reads it.
+    diesel::sql_query(
+        "WITH queued AS ( \
+             SELECT id FROM processing_jobs \
+             WHERE tenant_id = $1 AND status = 'QUEUED' AND id <> $2 FOR UPDATE), \
+         events AS (DELETE FROM outbox_events WHERE job_id IN (SELECT id FROM queued)) \
+         DELETE FROM processing_jobs WHERE id IN (SELECT id FROM queued)",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<SqlUuid, _>(except_job_id)
+    .execute(conn)
+    .await?;
+    diesel::sql_query(
+        "WITH jobs AS ( \
+             UPDATE processing_jobs \
+             SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
+                 error_code = 'cancelled', error_message = 'the tenant was deleted', \
+                 updated_at = now() \
+             WHERE tenant_id = $1 AND status = 'RUNNING' AND id <> $2 \
+             RETURNING id) \
+         UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
+         WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING')",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<SqlUuid, _>(except_job_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Rows left in tenant tables (tests and the handler's final check).
+pub async fn remaining_rows(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Result<i64, DbError> {
+    #[derive(diesel::QueryableByName)]
+    struct Total {
+        #[diesel(sql_type = diesel::sql_types::Int8)]
+        total: i64,
+    }
+    let total = diesel::sql_query(
+        "SELECT (SELECT count(*) FROM documents WHERE tenant_id = $1) \
+              + (SELECT count(*) FROM document_versions WHERE tenant_id = $1) \
+              + (SELECT count(*) FROM document_tags WHERE tenant_id = $1) \
+              + (SELECT count(*) FROM tags WHERE tenant_id = $1) \
+              + (SELECT count(*) FROM correspondents WHERE tenant_id = $1) AS total",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .get_result::<Total>(conn)
+    .await?;
+    Ok(total.total)
+}
