@@ -1,16 +1,20 @@
 //! Who is calling and what they may do. A user token names a user and a tenant; the
 //! member row and capability set say what that user may do there, resolved with the
-//! tenant's state in one query per request. Handlers take the extractor of the permission
+//! tenant's state in one query per request. The middleware resolves the caller of every
+//! tenant route before anything reads the body (so a stranger learns nothing from body
+//! errors, and no body is read for them); handlers take the extractor of the permission
 //! they need (`DocumentReader`, `DocumentWriter`, `MemberManager`), so a route cannot
 //! forget to check; every query they make is scoped to `caller.tenant_id`. Admin routes
 //! take an `Operator`, from an operator token (another audience).
 
-use std::future::Future;
+use std::future::{Ready, ready};
 use std::marker::PhantomData;
 use std::ops::Deref;
-use std::pin::Pin;
 
-use actix_web::{FromRequest, HttpRequest, dev::Payload, web};
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{FromRequest, HttpMessage, HttpRequest, dev::Payload, web};
 use quire_shared::db::members;
 use quire_shared::permissions::Permission;
 use quire_shared::states::TenantStatus;
@@ -65,6 +69,41 @@ fn app_state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app state missing")))
 }
 
+/// Routes that act inside a tenant: everything under `/api/` but the admin routes and
+/// the API's own documentation.
+fn is_tenant_route(path: &str) -> bool {
+    path.starts_with("/api/")
+        && !path.starts_with("/api/admin/")
+        && path != "/api/admin"
+        && !crate::routes::DOCUMENTATION_ROUTES.contains(&path)
+}
+
+/// Resolves the caller of a tenant route, or answers 401/403 before the handler (and its
+/// body extractors) run.
+pub async fn middleware(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    if is_tenant_route(req.path()) {
+        let token = bearer(req.request()).map(str::to_owned);
+        let resolved = match app_state(req.request()) {
+            Ok(state) => resolve(state, token).await,
+            Err(error) => Err(error),
+        };
+        match resolved {
+            Ok(caller) => {
+                req.extensions_mut().insert(caller);
+            }
+            Err(error) => {
+                let (request, _) = req.into_parts();
+                let response = actix_web::ResponseError::error_response(&error);
+                return Ok(ServiceResponse::new(request, response).map_into_right_body());
+            }
+        }
+    }
+    Ok(next.call(req).await?.map_into_left_body())
+}
+
 async fn resolve(state: web::Data<AppState>, token: Option<String>) -> Result<Caller, ApiError> {
     let token = token.ok_or(ApiError::Unauthorized)?;
     let claims = quire_shared::auth::verify(&state.settings.auth, &token)
@@ -81,7 +120,10 @@ async fn resolve(state: web::Data<AppState>, token: Option<String>) -> Result<Ca
     let span = tracing::Span::current();
     span.record("tenant_id", tracing::field::display(claims.tid));
     let permissions = access.permissions.ok_or_else(|| {
-        ApiError::forbidden("not_a_member", "the token's user is not a member of its tenant")
+        ApiError::forbidden(
+            "not_a_member",
+            "the token's user is not a member of its tenant",
+        )
     })?;
     Ok(Caller {
         tenant_id: claims.tid,
@@ -130,19 +172,19 @@ impl<R> Deref for Authorized<R> {
 
 impl<R: Requirement + 'static> FromRequest for Authorized<R> {
     type Error = ApiError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+    type Future = Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let state = app_state(req);
-        let token = bearer(req).map(str::to_owned);
-        Box::pin(async move {
-            let caller = resolve(state?, token).await?;
+        // The middleware resolved the caller of every tenant route; a handler outside
+        // them that asks for one is refused rather than trusted.
+        let caller = req.extensions().get::<Caller>().cloned();
+        ready(caller.ok_or(ApiError::Unauthorized).and_then(|caller| {
             caller.require(R::PERMISSION)?;
             Ok(Self {
                 caller,
                 requirement: PhantomData,
             })
-        })
+        }))
     }
 }
 
@@ -154,7 +196,7 @@ pub struct Operator {
 
 impl FromRequest for Operator {
     type Error = ApiError;
-    type Future = std::future::Ready<Result<Self, ApiError>>;
+    type Future = Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let operator = app_state(req).and_then(|state| {
@@ -163,6 +205,6 @@ impl FromRequest for Operator {
                 .map_err(|_| ApiError::Unauthorized)?;
             Ok(Operator { name: claims.sub })
         });
-        std::future::ready(operator)
+        ready(operator)
     }
 }

@@ -156,10 +156,18 @@ mod tests {
 
     #[test]
     fn user_and_operator_tokens_never_stand_in_for_each_other() {
-        let user = mint(&settings(), Uuid::nil(), Uuid::nil(), Duration::from_secs(60))
-            .expect("mint");
+        let user = mint(
+            &settings(),
+            Uuid::nil(),
+            Uuid::nil(),
+            Duration::from_secs(60),
+        )
+        .expect("mint");
         let operator = mint_admin(&settings(), "ops", Duration::from_secs(60)).expect("mint");
-        assert_eq!(verify_admin(&settings(), &operator).expect("verify").sub, "ops");
+        assert_eq!(
+            verify_admin(&settings(), &operator).expect("verify").sub,
+            "ops"
+        );
         assert!(verify_admin(&settings(), &user).is_err());
         assert!(verify(&settings(), &operator).is_err());
     }

@@ -119,76 +119,79 @@ fn payload_as_object<S: serde::Serializer>(
 impl JobType {
     pub fn info(self) -> JobTypeInfo {
         use TenantStatus::*;
-        let (payload, enqueued_by, required_tenant_status, retry, time_limit_seconds, work): (
+        // What each type is: (payload, enqueued by, tenant state, retry, time limit, work).
+        type Spec = (
             &'static [(&'static str, &'static str)],
             &'static str,
             Option<TenantStatus>,
             RetryClass,
             u64,
             &'static str,
-        ) = match self {
-            Self::AnalyzeDocument => (
-                &[
-                    ("document_id", "uuid"),
-                    ("document_version_id", "uuid"),
-                    ("force", "boolean"),
-                ],
-                "upload, bulk re-analyze, metadata edit",
-                Some(Active),
-                RetryClass::Backoff,
-                600,
-                "verify integrity, thumbnails, text and OCR, issued-at date, search index",
-            ),
-            Self::VerifyDocument => (
-                &[("document_id", "uuid"), ("document_version_id", "uuid")],
-                "bulk verify, scheduled scrub",
-                Some(Active),
-                RetryClass::Backoff,
-                300,
-                "integrity check only: document status unchanged on success, FAILED on mismatch",
-            ),
-            Self::PurgeDocument => (
-                &[("document_id", "uuid")],
-                "DELETE of a trashed document",
-                Some(Active),
-                RetryClass::Backoff,
-                300,
-                "remove every version and asset object, then the rows",
-            ),
-            Self::ProvisionTenant => (
-                &[("members", "array of uuid or {user_id, capability_set}")],
-                "tenant creation (admin route or quire-admin tenant create)",
-                Some(Creating),
-                RetryClass::Backoff,
-                120,
-                "search index, capability sets, members, then active",
-            ),
-            Self::DeleteTenant => (
-                &[
-                    ("remove_tenant", "boolean"),
-                    ("tenant_name", "string"),
-                    ("action", "\"delete\" | \"reset\""),
-                    ("nonce", "32 lowercase hex digits"),
-                    ("issued_at", "RFC 3339 date-time"),
-                    ("signature", "64 lowercase hex digits (HMAC-SHA256)"),
-                    ("final_status", "\"active\" | \"suspended\" (optional)"),
-                ],
-                "admin deletion or reset request (tenant deleting)",
-                Some(Deleting),
-                RetryClass::ShortLived,
-                1800,
-                "verify the signed request, wipe storage, index and rows, then remove the tenant or leave it in final_status",
-            ),
-            #[cfg(feature = "fault-injection")]
-            Self::FaultTest => (
-                &[("work_ms", "integer"), ("abort", "boolean")],
-                "the fault suite",
-                None,
-                RetryClass::Backoff,
-                300,
-                "test oracle",
-            ),
-        };
+        );
+        let (payload, enqueued_by, required_tenant_status, retry, time_limit_seconds, work): Spec =
+            match self {
+                Self::AnalyzeDocument => (
+                    &[
+                        ("document_id", "uuid"),
+                        ("document_version_id", "uuid"),
+                        ("force", "boolean"),
+                    ],
+                    "upload, bulk re-analyze, metadata edit",
+                    Some(Active),
+                    RetryClass::Backoff,
+                    600,
+                    "verify integrity, thumbnails, text and OCR, issued-at date, search index",
+                ),
+                Self::VerifyDocument => (
+                    &[("document_id", "uuid"), ("document_version_id", "uuid")],
+                    "bulk verify, scheduled scrub",
+                    Some(Active),
+                    RetryClass::Backoff,
+                    300,
+                    "integrity check only: document status unchanged on success, FAILED on mismatch",
+                ),
+                Self::PurgeDocument => (
+                    &[("document_id", "uuid")],
+                    "DELETE of a trashed document",
+                    Some(Active),
+                    RetryClass::Backoff,
+                    300,
+                    "remove every version and asset object, then the rows",
+                ),
+                Self::ProvisionTenant => (
+                    &[("members", "array of uuid or {user_id, capability_set}")],
+                    "tenant creation (admin route or quire-admin tenant create)",
+                    Some(Creating),
+                    RetryClass::Backoff,
+                    120,
+                    "search index, capability sets, members, then active",
+                ),
+                Self::DeleteTenant => (
+                    &[
+                        ("remove_tenant", "boolean"),
+                        ("tenant_name", "string"),
+                        ("action", "\"delete\" | \"reset\""),
+                        ("nonce", "32 lowercase hex digits"),
+                        ("issued_at", "RFC 3339 date-time"),
+                        ("signature", "64 lowercase hex digits (HMAC-SHA256)"),
+                        ("final_status", "\"active\" | \"suspended\" (optional)"),
+                    ],
+                    "admin deletion or reset request (tenant deleting)",
+                    Some(Deleting),
+                    RetryClass::ShortLived,
+                    1800,
+                    "verify the signed request, wipe storage, index and rows, then remove the tenant or leave it in final_status",
+                ),
+                #[cfg(feature = "fault-injection")]
+                Self::FaultTest => (
+                    &[("work_ms", "integer"), ("abort", "boolean")],
+                    "the fault suite",
+                    None,
+                    RetryClass::Backoff,
+                    300,
+                    "test oracle",
+                ),
+            };
         JobTypeInfo {
             job_type: self.as_str(),
             payload,
@@ -247,7 +250,8 @@ pub fn render_markdown() -> String {
             info.job_type,
             payload.join("<br>").replace('|', "\\|"),
             info.enqueued_by,
-            info.required_tenant_status.map_or("any", TenantStatus::as_str),
+            info.required_tenant_status
+                .map_or("any", TenantStatus::as_str),
             retry,
             info.time_limit_seconds,
             info.work,

@@ -265,7 +265,11 @@ impl Settings {
             return unsafe_setting("auth.admin_audience must differ from auth.audience");
         }
         let language = &self.search.language;
-        if language.is_empty() || !language.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+        if language.is_empty()
+            || !language
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'_')
+        {
             return unsafe_setting("search.language must be a text search configuration name");
         }
         if self.redis.namespace.is_empty() || self.redis.namespace.contains(['{', '}']) {

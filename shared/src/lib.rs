@@ -12,8 +12,8 @@ pub mod shutdown;
 pub mod signing;
 pub mod states;
 pub mod storage;
-pub mod tenancy;
 pub mod telemetry;
+pub mod tenancy;
 
 #[cfg(feature = "test-support")]
 pub mod test_support;

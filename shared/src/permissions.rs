@@ -107,7 +107,11 @@ mod tests {
             .collect();
         assert_eq!(
             sets,
-            [CapabilitySet::Owner, CapabilitySet::User, CapabilitySet::Readonly]
+            [
+                CapabilitySet::Owner,
+                CapabilitySet::User,
+                CapabilitySet::Readonly
+            ]
         );
     }
 }

@@ -72,7 +72,9 @@ pub enum ProofError {
     Stale,
     #[error("the request is issued in the future")]
     FromTheFuture,
-    #[error("the flags contradict each other: only a delete without final_status may remove the tenant, and final_status is active or suspended")]
+    #[error(
+        "the flags contradict each other: only a delete without final_status may remove the tenant, and final_status is active or suspended"
+    )]
     FlagsInconsistent,
 }
 
@@ -248,11 +250,17 @@ mod tests {
         );
         let mut renamed = good.clone();
         renamed.tenant_name = "acme".into();
-        assert_eq!(renamed.verify(SECRET, tenant, now), Err(ProofError::SignatureInvalid));
+        assert_eq!(
+            renamed.verify(SECRET, tenant, now),
+            Err(ProofError::SignatureInvalid)
+        );
         let mut flipped = good.clone();
         let last = flipped.signature.pop().expect("digit");
         flipped.signature.push(if last == '0' { '1' } else { '0' });
-        assert_eq!(flipped.verify(SECRET, tenant, now), Err(ProofError::SignatureInvalid));
+        assert_eq!(
+            flipped.verify(SECRET, tenant, now),
+            Err(ProofError::SignatureInvalid)
+        );
     }
 
     #[test]
@@ -284,7 +292,10 @@ mod tests {
         let (tenant, edge) = request(now - time::Duration::seconds(MAX_AGE_SECONDS - 2));
         assert_eq!(edge.verify(SECRET, tenant, now), Ok(()));
         let (tenant, future) = request(now + time::Duration::seconds(MAX_SKEW_SECONDS + 2));
-        assert_eq!(future.verify(SECRET, tenant, now), Err(ProofError::FromTheFuture));
+        assert_eq!(
+            future.verify(SECRET, tenant, now),
+            Err(ProofError::FromTheFuture)
+        );
     }
 
     #[test]
@@ -303,7 +314,10 @@ mod tests {
         assert_eq!(reset_away, Err(ProofError::FlagsInconsistent));
         let (tenant, mut request) = request(now);
         request.final_status = Some(TenantStatus::Deleting);
-        assert_eq!(request.verify(SECRET, tenant, now), Err(ProofError::FlagsInconsistent));
+        assert_eq!(
+            request.verify(SECRET, tenant, now),
+            Err(ProofError::FlagsInconsistent)
+        );
     }
 
     #[test]

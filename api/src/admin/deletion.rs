@@ -69,9 +69,9 @@ pub async fn submit(
         OffsetDateTime::now_utc(),
     )
     .map_err(|error| anyhow::anyhow!("{error}"))?;
-    let base = args.api_url.unwrap_or_else(|| {
-        format!("http://{}:{}", settings.server.host, settings.server.port)
-    });
+    let base = args
+        .api_url
+        .unwrap_or_else(|| format!("http://{}:{}", settings.server.host, settings.server.port));
     let base = base.trim_end_matches('/');
     let token = quire_shared::auth::mint_admin(
         &settings.auth,
@@ -92,7 +92,11 @@ pub async fn submit(
     let status = response.status();
     let answer: Value = response.json().await.unwrap_or_default();
     if !status.is_success() {
-        bail!("the API refused the {} request: {}", action.as_str(), problem(&answer));
+        bail!(
+            "the API refused the {} request: {}",
+            action.as_str(),
+            problem(&answer)
+        );
     }
     let job_id = answer["job"]["id"].as_str().unwrap_or_default().to_owned();
     eprintln!("accepted: tenant {} is deleting, job {job_id}", args.tenant);
@@ -113,7 +117,10 @@ pub async fn submit(
             .and_then(|jobs| jobs.iter().find(|job| job["id"] == job_id.as_str()));
         match job.map(|job| job["status"].as_str().unwrap_or_default()) {
             Some("SUCCEEDED") => {
-                println!("{job_id}\tSUCCEEDED\ttenant {}", answer["tenant"]["status"].as_str().unwrap_or_default());
+                println!(
+                    "{job_id}\tSUCCEEDED\ttenant {}",
+                    answer["tenant"]["status"].as_str().unwrap_or_default()
+                );
                 return Ok(());
             }
             Some(status @ ("FAILED" | "CANCELLED")) => {
@@ -124,7 +131,10 @@ pub async fn submit(
                 );
             }
             _ if tokio::time::Instant::now() >= deadline => {
-                bail!("job {job_id} has not finished after {}s", args.timeout_seconds)
+                bail!(
+                    "job {job_id} has not finished after {}s",
+                    args.timeout_seconds
+                )
             }
             _ => tokio::time::sleep(Duration::from_millis(300)).await,
         }

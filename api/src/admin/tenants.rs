@@ -159,14 +159,9 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
                 capability_set: CapabilitySet::Owner,
             }];
             all.extend(members);
-            let created = tenancy::create_tenant(
-                &mut conn,
-                name,
-                all,
-                settings.jobs.max_attempts,
-                None,
-            )
-            .await;
+            let created =
+                tenancy::create_tenant(&mut conn, name, all, settings.jobs.max_attempts, None)
+                    .await;
             let tenant_id = match created {
                 Ok((tenant, _)) => tenant.id,
                 Err(TenancyError::NameTaken) if if_missing => {
@@ -190,10 +185,22 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
             }
         }
         TenantCommand::Suspend { tenant } => {
-            move_tenant(&mut conn, &tenant, TenantStatus::Active, TenantStatus::Suspended).await?;
+            move_tenant(
+                &mut conn,
+                &tenant,
+                TenantStatus::Active,
+                TenantStatus::Suspended,
+            )
+            .await?;
         }
         TenantCommand::Activate { tenant } => {
-            move_tenant(&mut conn, &tenant, TenantStatus::Suspended, TenantStatus::Active).await?;
+            move_tenant(
+                &mut conn,
+                &tenant,
+                TenantStatus::Suspended,
+                TenantStatus::Active,
+            )
+            .await?;
         }
         TenantCommand::Delete(_) | TenantCommand::Reset(_) => {}
     }

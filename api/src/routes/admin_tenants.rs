@@ -39,12 +39,14 @@ fn tenancy_error(error: TenancyError) -> ApiError {
         extension: None,
     };
     match error {
-        TenancyError::NameTaken => conflict("tenant_name_taken", "a tenant with this name exists already"),
-        TenancyError::NotFound => ApiError::NotFound,
-        TenancyError::NameMismatch => ApiError::forbidden(
-            "tenant_mismatch",
-            "the signed request names another tenant",
+        TenancyError::NameTaken => conflict(
+            "tenant_name_taken",
+            "a tenant with this name exists already",
         ),
+        TenancyError::NotFound => ApiError::NotFound,
+        TenancyError::NameMismatch => {
+            ApiError::forbidden("tenant_mismatch", "the signed request names another tenant")
+        }
         TenancyError::WrongState(status) => ApiError::Conflict {
             code: "tenant_state",
             detail: format!("the tenant is {status}"),
@@ -120,7 +122,10 @@ pub async fn create(
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
 )]
-pub async fn list(state: web::Data<AppState>, _operator: Operator) -> Result<HttpResponse, ApiError> {
+pub async fn list(
+    state: web::Data<AppState>,
+    _operator: Operator,
+) -> Result<HttpResponse, ApiError> {
     let mut conn = connection(&state).await?;
     let tenants: Vec<TenantView> = tenants::list_tenants(&mut conn)
         .await?
@@ -193,7 +198,14 @@ pub async fn suspend(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = path.into_inner();
-    move_tenant(&state, &operator, tenant_id, TenantStatus::Active, TenantStatus::Suspended).await
+    move_tenant(
+        &state,
+        &operator,
+        tenant_id,
+        TenantStatus::Active,
+        TenantStatus::Suspended,
+    )
+    .await
 }
 
 #[utoipa::path(
@@ -213,7 +225,14 @@ pub async fn activate(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = path.into_inner();
-    move_tenant(&state, &operator, tenant_id, TenantStatus::Suspended, TenantStatus::Active).await
+    move_tenant(
+        &state,
+        &operator,
+        tenant_id,
+        TenantStatus::Suspended,
+        TenantStatus::Active,
+    )
+    .await
 }
 
 /// The body is what `quire-admin tenant delete|reset` signs: see `docs/jobs.md`.

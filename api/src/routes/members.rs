@@ -30,7 +30,10 @@ pub struct MemberPatch {
     capability_set: CapabilitySet,
 }
 
-fn answer(change: MemberChange, ok: fn(MemberView) -> HttpResponse) -> Result<HttpResponse, ApiError> {
+fn answer(
+    change: MemberChange,
+    ok: fn(MemberView) -> HttpResponse,
+) -> Result<HttpResponse, ApiError> {
     match change {
         MemberChange::Done(member) => Ok(ok(member.into())),
         MemberChange::NotFound => Err(ApiError::NotFound),
@@ -87,9 +90,13 @@ pub async fn add(
 ) -> Result<HttpResponse, ApiError> {
     let member = body.into_inner();
     let mut conn = connection(&state).await?;
-    let change =
-        members::add_member(&mut conn, caller.tenant_id, member.user_id, member.capability_set)
-            .await?;
+    let change = members::add_member(
+        &mut conn,
+        caller.tenant_id,
+        member.user_id,
+        member.capability_set,
+    )
+    .await?;
     answer(change, |view| HttpResponse::Created().json(view))
 }
 

@@ -280,6 +280,15 @@ async fn the_job_catalogue_lists_types_payloads_and_retired_types() {
         catalogue["job_types"][0]["payload"]["document_version_id"],
         "uuid"
     );
+    // The same definitions the worker enforces: tenant state, retry class, time limit.
+    let delete = &catalogue["job_types"][4];
+    assert_eq!(delete["required_tenant_status"], "deleting");
+    assert_eq!(delete["retry"], "short_lived");
+    assert!(delete["time_limit_seconds"].as_u64().is_some_and(|s| s > 0));
+    assert_eq!(
+        catalogue["job_types"][3]["required_tenant_status"],
+        "creating"
+    );
     assert_eq!(
         catalogue["retired_job_types"],
         json!(["generate-thumbnails", "generate-ocr-text"])

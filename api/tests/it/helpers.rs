@@ -6,8 +6,8 @@ use std::time::Duration;
 use quire_api::Application;
 use quire_shared::catalogue::{FaultTestPayload, JobType};
 use quire_shared::config::Settings;
-use quire_shared::db::jobs::{self, Job};
 use quire_shared::db::PgPool;
+use quire_shared::db::jobs::{self, Job};
 use quire_shared::states::JobStatus;
 use quire_shared::test_support::{TestContext, eventually};
 use reqwest::multipart::{Form, Part};
@@ -149,6 +149,28 @@ impl TestApp {
             .send()
             .await
             .expect("post request")
+    }
+
+    /// Sends `body` as JSON with `method` and answers the status and the JSON body (Null
+    /// when there is none).
+    pub async fn json_as(
+        &self,
+        method: reqwest::Method,
+        token: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.address))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("json request");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
     /// A connection to this app's Redis.

@@ -341,10 +341,14 @@ async fn the_same_bytes_twice_in_one_tenant_conflict_but_not_across_tenants() {
     assert_eq!(theirs.status(), 201, "another tenant is unaffected");
 }
 
+/// Claims of tenant A's owner (a member, so that only the token's own fault can fail it).
 fn claims(app: &TestApp, tenant: Uuid) -> Value {
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let owner = quire_shared::auth::verify(&app.context.settings.auth, &app.token)
+        .expect("the app's token")
+        .sub;
     json!({
-        "sub": Uuid::now_v7(), "tid": tenant,
+        "sub": owner, "tid": tenant,
         "iss": app.context.settings.auth.issuer, "aud": app.context.settings.auth.audience,
         "iat": now, "exp": now + 600,
     })

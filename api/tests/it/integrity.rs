@@ -98,3 +98,60 @@ async fn a_missing_stored_object_fails_job_and_document() {
     let message = job.error_message.expect("message");
     assert_safe(&app, &message);
 }
+
+/// `verify-document` through the bulk action: an intact document keeps its status, an
+/// altered one ends `FAILED`, and a second request while one is queued returns it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_verify_leaves_intact_documents_alone_and_fails_altered_ones() {
+    let app = TestApp::spawn().await;
+    let (intact, first_analysis) = app.upload(b"a receipt that stays as it was").await;
+    let (altered, second_analysis) = app.upload(b"a receipt that will be altered").await;
+    app.start_dispatcher();
+    let _worker = app.start_worker();
+    app.wait_for_job(first_analysis, JobStatus::Succeeded).await;
+    app.wait_for_job(second_analysis, JobStatus::Succeeded)
+        .await;
+    let status_of = |id: Uuid| {
+        let app = &app;
+        async move {
+            let body: Value = app
+                .get_as(&app.token, &format!("/api/documents/{id}"))
+                .await
+                .json()
+                .await
+                .expect("json");
+            body["status"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    let intact_status = status_of(intact).await;
+    std::fs::write(
+        stored_path(&app, altered).await,
+        b"a receipt that WILL be altered",
+    )
+    .expect("alter");
+
+    let (status, body) = app
+        .json_as(
+            reqwest::Method::POST,
+            &app.token,
+            "/api/documents/verify",
+            Some(serde_json::json!({ "ids": [intact, altered, Uuid::now_v7()] })),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let results = body["results"].as_array().expect("results");
+    assert_eq!(results[2]["error"], "not_found");
+    let job_of = |index: usize| crate::helpers::uuid_at(&results[index], "/job/id");
+    assert_eq!(results[0]["job"]["type"], "verify-document");
+
+    let ok = app.wait_for_job(job_of(0), JobStatus::Succeeded).await;
+    assert_eq!(ok.document_id, Some(intact));
+    let failed = app.wait_for_job(job_of(1), JobStatus::Failed).await;
+    assert_eq!(failed.error_code.as_deref(), Some("integrity_mismatch"));
+    assert_eq!(
+        status_of(intact).await,
+        intact_status,
+        "verify changes nothing on success"
+    );
+    assert_eq!(status_of(altered).await, "FAILED");
+}

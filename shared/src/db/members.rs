@@ -116,7 +116,10 @@ pub async fn list_members(
 ) -> Result<Vec<Member>, DbError> {
     Ok(tenant_members::table
         .filter(tenant_members::tenant_id.eq(tenant_id))
-        .order((tenant_members::created_at.asc(), tenant_members::user_id.asc()))
+        .order((
+            tenant_members::created_at.asc(),
+            tenant_members::user_id.asc(),
+        ))
         .select(Member::as_select())
         .load(conn)
         .await?)

@@ -27,11 +27,11 @@ pub async fn ensure(
 
 /// Whether the tenant has an index.
 pub async fn exists(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Result<bool, DbError> {
-    Ok(diesel::select(diesel::dsl::exists(
-        search_indexes::table.find(tenant_id),
-    ))
-    .get_result(conn)
-    .await?)
+    Ok(
+        diesel::select(diesel::dsl::exists(search_indexes::table.find(tenant_id)))
+            .get_result(conn)
+            .await?,
+    )
 }
 
 /// Drops the tenant's index (idempotent).

@@ -81,7 +81,10 @@ pub async fn transition(
 ) -> Result<Option<Tenant>, DbError> {
     Ok(
         diesel::update(tenants::table.find(id).filter(tenants::status.eq_any(from)))
-            .set((tenants::status.eq(to), tenants::updated_at.eq(diesel::dsl::now)))
+            .set((
+                tenants::status.eq(to),
+                tenants::updated_at.eq(diesel::dsl::now),
+            ))
             .returning(Tenant::as_returning())
             .get_result(conn)
             .await

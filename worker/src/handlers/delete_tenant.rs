@@ -46,7 +46,10 @@ impl DeleteTenant {
         let tenant = tenants::find_tenant(conn, job.tenant_id)
             .await
             .map_err(database_unavailable)?
-            .ok_or(JobError::permanent("tenant_missing", "the tenant does not exist"))?;
+            .ok_or(JobError::permanent(
+                "tenant_missing",
+                "the tenant does not exist",
+            ))?;
         if tenant.status != TenantStatus::Deleting {
             return Err(JobError::permanent(
                 "tenant_state",
@@ -149,8 +152,7 @@ impl JobHandler for DeleteTenant {
             }
             Some(status) => {
                 search_indexes::ensure(conn, job.tenant_id, &self.search_language).await?;
-                tenants::transition(conn, job.tenant_id, &[TenantStatus::Deleting], status)
-                    .await?;
+                tenants::transition(conn, job.tenant_id, &[TenantStatus::Deleting], status).await?;
                 tracing::info!(tenant_id = %job.tenant_id, %status, "tenant wiped and kept");
             }
         }
