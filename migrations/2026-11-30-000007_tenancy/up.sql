@@ -53,3 +53,21 @@ CREATE UNIQUE INDEX processing_jobs_one_active_verify_idx
 CREATE UNIQUE INDEX processing_jobs_one_active_tenant_job_idx
     ON processing_jobs (tenant_id, job_type)
     WHERE job_type IN ('provision-tenant', 'delete-tenant') AND status IN ('QUEUED', 'RUNNING');
+
+-- Tenants that exist already get what provisioning would have given them: the four
+-- capability sets (as `shared/src/permissions.rs` defines them) and a search index.
+-- Members cannot be inferred from tokens; an operator names them with
+-- `quire-admin tenant create --name NAME --owner USER --if-missing`.
+INSERT INTO capability_sets (tenant_id, name, permissions)
+SELECT t.id, s.name, s.permissions
+FROM tenants t
+CROSS JOIN (VALUES
+    ('owner', ARRAY['documents:read', 'documents:write', 'members:manage']),
+    ('user', ARRAY['documents:read', 'documents:write']),
+    ('readonly', ARRAY['documents:read']),
+    ('webdav', ARRAY['documents:read', 'documents:write'])
+) AS s (name, permissions)
+ON CONFLICT DO NOTHING;
+INSERT INTO search_indexes (tenant_id, language)
+SELECT id, 'simple' FROM tenants
+ON CONFLICT DO NOTHING;

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use diesel_async::AsyncPgConnection;
 use quire_shared::config::Settings;
+use quire_shared::db::members;
 use quire_shared::db::tenants::{self, Tenant};
 use quire_shared::permissions::{CapabilitySet, MemberSpec};
 use quire_shared::signing::DeletionAction;
@@ -32,7 +33,9 @@ pub enum TenantCommand {
         /// `user` when no set is given.
         #[arg(long = "member", value_parser = parse_member)]
         members: Vec<MemberSpec>,
-        /// Succeed and print the existing id when the name is taken.
+        /// When the name is taken, succeed with the existing tenant instead, after making
+        /// sure it has its capability sets and the named members (members it has keep
+        /// their sets): how tenants from before permissions get their owner.
         #[arg(long)]
         if_missing: bool,
         /// Return at once instead of waiting for provisioning.
@@ -159,16 +162,25 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
                 capability_set: CapabilitySet::Owner,
             }];
             all.extend(members);
-            let created =
-                tenancy::create_tenant(&mut conn, name, all, settings.jobs.max_attempts, None)
-                    .await;
+            let created = tenancy::create_tenant(
+                &mut conn,
+                name,
+                all.clone(),
+                settings.jobs.max_attempts,
+                None,
+            )
+            .await;
             let tenant_id = match created {
                 Ok((tenant, _)) => tenant.id,
                 Err(TenancyError::NameTaken) if if_missing => {
-                    tenants::find_tenant_by_name(&mut conn, name)
+                    let existing = tenants::find_tenant_by_name(&mut conn, name)
                         .await?
-                        .context("the tenant vanished")?
-                        .id
+                        .context("the tenant vanished")?;
+                    // Provisioning attaches the members of a tenant still being created.
+                    if existing.status != TenantStatus::Creating {
+                        members::materialize(&mut conn, existing.id, &all).await?;
+                    }
+                    existing.id
                 }
                 Err(TenancyError::NameTaken) => bail!("a tenant named {name:?} exists already"),
                 Err(error) => return Err(error.into()),
