@@ -7,6 +7,7 @@ use quire_shared::db::jobs::Job;
 use tokio_util::sync::CancellationToken;
 
 use super::JobHandler;
+use super::guards;
 use super::integrity;
 use crate::context::WorkerContext;
 use crate::outcome::JobError;
@@ -25,8 +26,7 @@ impl JobHandler for AnalyzeDocument {
         job: &Job,
         _cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let payload: AnalyzeDocumentPayload = serde_json::from_value(job.payload.clone())
-            .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
+        let payload: AnalyzeDocumentPayload = guards::payload(job)?;
         let version = integrity::load_version(
             context,
             job.tenant_id,

@@ -21,18 +21,13 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use super::JobHandler;
-use super::guards::database_unavailable;
+use super::guards::{self, database_unavailable};
 use crate::context::WorkerContext;
 use crate::outcome::JobError;
 
 pub struct DeleteTenant {
     pub server_secret: Secret,
     pub search_language: String,
-}
-
-fn payload(job: &Job) -> Result<DeleteTenantPayload, JobError> {
-    serde_json::from_value(job.payload.clone())
-        .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))
 }
 
 impl DeleteTenant {
@@ -104,7 +99,7 @@ impl JobHandler for DeleteTenant {
         job: &Job,
         cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let request = payload(job)?;
+        let request: DeleteTenantPayload = guards::payload(job)?;
         let tenant_id = job.tenant_id;
         let mut conn = context.pool.get().await.map_err(database_unavailable)?;
         self.authorize(&mut conn, job, &request).await?;
@@ -142,7 +137,7 @@ impl JobHandler for DeleteTenant {
 
     async fn commit_success(&self, conn: &mut AsyncPgConnection, job: &Job) -> Result<(), DbError> {
         // The payload was parsed by `run` already; a failure here cannot happen.
-        let Ok(request) = payload(job) else {
+        let Ok(request) = guards::payload::<DeleteTenantPayload>(job) else {
             return Ok(());
         };
         match request.final_status() {

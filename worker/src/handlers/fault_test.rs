@@ -14,6 +14,7 @@ use quire_shared::db::jobs::Job;
 use tokio_util::sync::CancellationToken;
 
 use super::JobHandler;
+use super::guards;
 use crate::context::WorkerContext;
 use crate::outcome::JobError;
 
@@ -31,8 +32,7 @@ impl JobHandler for FaultTest {
         job: &Job,
         cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let payload: FaultTestPayload = serde_json::from_value(job.payload.clone())
-            .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
+        let payload: FaultTestPayload = guards::payload(job)?;
         let unavailable = |error: DbError| {
             JobError::transient("database_unavailable", "the database is unavailable", error)
         };

@@ -34,3 +34,12 @@ pub async fn ensure_tenant_status(
         )),
     }
 }
+
+/// The job's payload as its type's shape; a payload that does not fit fails the job for
+/// good (no retry can fix it).
+pub fn payload<T: serde::de::DeserializeOwned>(
+    job: &quire_shared::db::jobs::Job,
+) -> Result<T, JobError> {
+    serde_json::from_value(job.payload.clone())
+        .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))
+}

@@ -12,7 +12,7 @@ use quire_shared::states::TenantStatus;
 use tokio_util::sync::CancellationToken;
 
 use super::JobHandler;
-use super::guards::database_unavailable;
+use super::guards::{self, database_unavailable};
 use crate::context::WorkerContext;
 use crate::outcome::JobError;
 
@@ -32,8 +32,7 @@ impl JobHandler for ProvisionTenant {
         job: &Job,
         _cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let payload: ProvisionTenantPayload = serde_json::from_value(job.payload.clone())
-            .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
+        let payload: ProvisionTenantPayload = guards::payload(job)?;
         let mut conn = context.pool.get().await.map_err(database_unavailable)?;
         let language = self.search_language.as_str();
         conn.transaction::<_, DbError, _>(async |conn| {

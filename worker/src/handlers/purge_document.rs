@@ -12,7 +12,7 @@ use quire_shared::storage::{StorageError, StorageKey};
 use tokio_util::sync::CancellationToken;
 
 use super::JobHandler;
-use super::guards::database_unavailable;
+use super::guards::{self, database_unavailable};
 use crate::context::WorkerContext;
 use crate::outcome::JobError;
 
@@ -49,8 +49,7 @@ impl JobHandler for PurgeDocument {
         job: &Job,
         _cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let payload: PurgeDocumentPayload = serde_json::from_value(job.payload.clone())
-            .map_err(|_| JobError::permanent("invalid_payload", "the job payload is not valid"))?;
+        let payload: PurgeDocumentPayload = guards::payload(job)?;
         let (tenant_id, document_id) = (job.tenant_id, payload.document_id);
         let mut conn = context.pool.get().await.map_err(database_unavailable)?;
         let store = context.store.as_ref();
