@@ -65,6 +65,42 @@ pub struct Settings {
     pub worker: WorkerSettings,
     pub telemetry: TelemetrySettings,
     pub search: SearchSettings,
+    pub analysis: AnalysisSettings,
+}
+
+/// How a numeric date with two small parts (`03/04/2024`) is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DateOrder {
+    /// Day first: 03/04/2024 is 3 April.
+    Dmy,
+    /// Month first: 03/04/2024 is 4 March.
+    Mdy,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalysisSettings {
+    /// Tesseract languages, `+`-joined (`eng`, `eng+deu`); each needs its
+    /// `tesseract-ocr-<lang>` package.
+    pub ocr_languages: String,
+    pub date_order: DateOrder,
+    /// Pages of a scanned PDF that are read by OCR.
+    pub ocr_max_pages: u32,
+    pub thumbnail_width: u32,
+    /// Limits of every external tool run (pdftoppm, pdftotext, tesseract): wall clock,
+    /// address space and CPU time. Past them the whole process group is killed.
+    pub tool_timeout_seconds: u64,
+    pub tool_memory_mb: u64,
+    pub tool_cpu_seconds: u64,
+    /// Images larger than this in either dimension are refused before decoding.
+    pub max_image_dimension: u32,
+    /// Memory the image decoder may allocate for one image.
+    pub max_image_mb: u64,
+    /// A PDF whose streams inflate to more than this is refused (a decompression bomb).
+    pub max_pdf_inflated_mb: u64,
+    /// Extracted text kept per document.
+    pub max_text_chars: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -263,6 +299,17 @@ impl Settings {
         }
         if self.auth.admin_audience == self.auth.audience {
             return unsafe_setting("auth.admin_audience must differ from auth.audience");
+        }
+        let languages = &self.analysis.ocr_languages;
+        if languages.is_empty()
+            || !languages
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'_')
+        {
+            return unsafe_setting("analysis.ocr_languages must look like eng or eng+deu");
+        }
+        if self.analysis.thumbnail_width == 0 || self.analysis.max_image_dimension == 0 {
+            return unsafe_setting("analysis sizes must be at least 1");
         }
         let language = &self.search.language;
         if language.is_empty()

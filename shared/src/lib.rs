@@ -7,6 +7,7 @@ pub mod config;
 pub mod db;
 pub mod permissions;
 pub mod retry;
+pub mod search;
 pub mod secret;
 pub mod shutdown;
 pub mod signing;

@@ -2,6 +2,7 @@
 //! in PostgreSQL, runs it and writes the outcome back fenced by status, worker and
 //! attempt (DESIGN §4 steps 3–6).
 
+mod analysis;
 mod context;
 mod executor;
 mod fetcher;

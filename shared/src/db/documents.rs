@@ -430,22 +430,24 @@ pub async fn lock_document(
         .optional()?)
 }
 
-/// The storage keys of every version of a document.
-pub async fn version_keys(
+/// The storage keys of every version of a document and of every asset made from them.
+pub async fn object_keys(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     document_id: Uuid,
 ) -> Result<Vec<String>, DbError> {
-    Ok(document_versions::table
+    let mut keys: Vec<String> = document_versions::table
         .filter(document_versions::tenant_id.eq(tenant_id))
         .filter(document_versions::document_id.eq(document_id))
         .select(document_versions::storage_key)
         .load(conn)
-        .await?)
+        .await?;
+    keys.extend(super::assets::document_keys(conn, tenant_id, document_id).await?);
+    Ok(keys)
 }
 
-/// Deletes a trashed document's rows: its versions and itself. Jobs keep their rows (no
-/// foreign key) as the audit record.
+/// Deletes a trashed document's rows: its assets, versions, tag links and itself. Jobs
+/// keep their rows (no foreign key) as the audit record.
 pub async fn delete_trashed_document(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -459,6 +461,7 @@ pub async fn delete_trashed_document(
         .set(documents::current_version_id.eq(None::<Uuid>))
         .execute(conn)
         .await?;
+    super::assets::delete_document_assets(conn, tenant_id, id).await?;
     diesel::delete(
         document_versions::table
             .filter(document_versions::document_id.eq(id))

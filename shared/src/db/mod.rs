@@ -1,6 +1,8 @@
 //! PostgreSQL access: the pool, embedded migrations, the schema, and one storage module
 //! per concern with every SQL statement of that concern behind a named function.
 
+pub mod analysis;
+pub mod assets;
 pub mod documents;
 pub mod jobs;
 pub mod labels;

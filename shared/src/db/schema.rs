@@ -25,6 +25,7 @@ diesel::table! {
         correspondent_id -> Nullable<Uuid>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        content_text -> Nullable<Text>,
     }
 }
 
@@ -149,6 +150,22 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    assets (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        document_id -> Uuid,
+        version_id -> Uuid,
+        kind -> Text,
+        storage_key -> Text,
+        size_bytes -> Int8,
+        sha256 -> Text,
+        content_type -> Text,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -168,4 +185,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     tenant_members,
     search_indexes,
     used_nonces,
+    assets,
 );

@@ -22,8 +22,8 @@ async fn run_all(
     Ok(())
 }
 
-/// Documents, versions, tags, correspondents and their links (the search text lives on
-/// the document rows, so it goes with them).
+/// Documents, versions, assets, tags, correspondents and their links (the search text
+/// and vector live on the document rows, so they go with them).
 pub async fn delete_documents(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -32,6 +32,7 @@ pub async fn delete_documents(
         conn,
         tenant_id,
         &[
+            "DELETE FROM assets WHERE tenant_id = $1",
             "DELETE FROM document_tags WHERE tenant_id = $1",
             "UPDATE documents SET current_version_id = NULL, correspondent_id = NULL \
              WHERE tenant_id = $1",
@@ -95,24 +96,4 @@ pub async fn remove_other_jobs(
     .execute(conn)
     .await?;
     Ok(())
-}
-
-/// Rows left in tenant tables (tests and the handler's final check).
-pub async fn remaining_rows(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Result<i64, DbError> {
-    #[derive(diesel::QueryableByName)]
-    struct Total {
-        #[diesel(sql_type = diesel::sql_types::Int8)]
-        total: i64,
-    }
-    let total = diesel::sql_query(
-        "SELECT (SELECT count(*) FROM documents WHERE tenant_id = $1) \
-              + (SELECT count(*) FROM document_versions WHERE tenant_id = $1) \
-              + (SELECT count(*) FROM document_tags WHERE tenant_id = $1) \
-              + (SELECT count(*) FROM tags WHERE tenant_id = $1) \
-              + (SELECT count(*) FROM correspondents WHERE tenant_id = $1) AS total",
-    )
-    .bind::<SqlUuid, _>(tenant_id)
-    .get_result::<Total>(conn)
-    .await?;
-    Ok(total.total)
 }

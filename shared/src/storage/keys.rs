@@ -2,6 +2,8 @@
 
 use uuid::Uuid;
 
+use crate::db::assets::AssetKind;
+
 /// A key in the object store. Only this module builds keys, from ids, so a key can never
 /// contain `..`, a client's filename or anything else a client chose.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -12,6 +14,20 @@ impl StorageKey {
     pub fn document_source(tenant_id: Uuid, document_id: Uuid, version_id: Uuid) -> Self {
         Self(format!(
             "tenants/{tenant_id}/documents/{document_id}/versions/{version_id}/source"
+        ))
+    }
+
+    /// `tenants/{tenant}/documents/{doc}/versions/{ver}/{kind}`: one asset (thumbnail,
+    /// text) of a version; a re-run writes the same key again.
+    pub fn version_asset(
+        tenant_id: Uuid,
+        document_id: Uuid,
+        version_id: Uuid,
+        kind: AssetKind,
+    ) -> Self {
+        Self(format!(
+            "tenants/{tenant_id}/documents/{document_id}/versions/{version_id}/{}",
+            kind.as_str()
         ))
     }
 

@@ -26,6 +26,73 @@ pub async fn load_version(
         ))
 }
 
+/// Copies the stored object to `destination` while hashing it, then checks size and
+/// SHA-256 like `verify`: the pipeline reads the bytes once for both.
+pub async fn fetch_verified(
+    store: &dyn ObjectStore,
+    version: &DocumentVersion,
+    destination: &std::path::Path,
+) -> Result<(), JobError> {
+    use sha2::{Digest, Sha256};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let key = StorageKey::from_stored(&version.storage_key).ok_or(JobError::document_failed(
+        "source_unreadable",
+        "the stored file cannot be read",
+    ))?;
+    let storage_error = |error: std::io::Error| {
+        JobError::transient(
+            "storage_unavailable",
+            "the document storage is unavailable",
+            error,
+        )
+    };
+    let mut reader = match store.open(&key).await {
+        Ok(reader) => reader,
+        Err(StorageError::NotFound) => {
+            return Err(JobError::document_failed(
+                "source_missing",
+                "the stored file is missing",
+            ));
+        }
+        Err(error) => {
+            return Err(JobError::transient(
+                "storage_unavailable",
+                "the document storage is unavailable",
+                error,
+            ));
+        }
+    };
+    let mut file = tokio::fs::File::create(destination)
+        .await
+        .map_err(storage_error)?;
+    let (mut hasher, mut size) = (Sha256::new(), 0u64);
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = reader.read(&mut buffer).await.map_err(storage_error)?;
+        if read == 0 {
+            break;
+        }
+        size += read as u64;
+        hasher.update(&buffer[..read]);
+        file.write_all(&buffer[..read])
+            .await
+            .map_err(storage_error)?;
+    }
+    file.flush().await.map_err(storage_error)?;
+    check(version, size, &hex::encode(hasher.finalize()))
+}
+
+fn check(version: &DocumentVersion, size: u64, sha256: &str) -> Result<(), JobError> {
+    let expected_size = u64::try_from(version.size_bytes).unwrap_or(u64::MAX);
+    if size != expected_size || sha256 != version.sha256 {
+        return Err(JobError::document_failed(
+            "integrity_mismatch",
+            "the stored file does not match its recorded size and checksum",
+        ));
+    }
+    Ok(())
+}
+
 pub async fn verify(store: &dyn ObjectStore, version: &DocumentVersion) -> Result<(), JobError> {
     let key = StorageKey::from_stored(&version.storage_key).ok_or(JobError::document_failed(
         "source_unreadable",
@@ -47,12 +114,5 @@ pub async fn verify(store: &dyn ObjectStore, version: &DocumentVersion) -> Resul
             ));
         }
     };
-    let expected_size = u64::try_from(version.size_bytes).unwrap_or(u64::MAX);
-    if digest.size_bytes != expected_size || digest.sha256 != version.sha256 {
-        return Err(JobError::document_failed(
-            "integrity_mismatch",
-            "the stored file does not match its recorded size and checksum",
-        ));
-    }
-    Ok(())
+    check(version, digest.size_bytes, &digest.sha256)
 }

@@ -63,7 +63,9 @@ impl Registry {
     /// Every handler this build has.
     pub fn standard(settings: &Settings) -> Self {
         let mut registry = Self(BTreeMap::new());
-        registry.add(Arc::new(analyze_document::AnalyzeDocument));
+        registry.add(Arc::new(analyze_document::AnalyzeDocument {
+            analyzer: crate::analysis::Analyzer::new(settings.analysis.clone()),
+        }));
         registry.add(Arc::new(verify_document::VerifyDocument));
         registry.add(Arc::new(purge_document::PurgeDocument));
         registry.add(Arc::new(provision_tenant::ProvisionTenant {

@@ -63,7 +63,7 @@ impl JobHandler for PurgeDocument {
                 if document.trashed_at.is_none() {
                     return Ok(Purge::Restored);
                 }
-                for key in documents::version_keys(conn, tenant_id, document_id).await? {
+                for key in documents::object_keys(conn, tenant_id, document_id).await? {
                     // A key that is not ours is left alone, never guessed at.
                     if let Some(key) = StorageKey::from_stored(&key) {
                         store.delete(&key).await?;

@@ -1,0 +1,358 @@
+//! The analyze pipeline's content steps, after the integrity check: GenerateThumbnails,
+//! ExtractText (text layer, then OCR) and DetermineIssuedAt, on a verified local copy of
+//! the stored file. External tools run through `tools` with limits; images are decoded in
+//! process with dimension and allocation limits. IndexDocument is the handler's
+//! (it writes in the job's transaction).
+
+pub mod dates;
+mod pdf_guard;
+mod text_page;
+pub mod tools;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use quire_shared::config::AnalysisSettings;
+use time::{Date, OffsetDateTime};
+
+use tools::{ToolError, ToolLimits};
+
+/// What the content steps found.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// PNG, at most `thumbnail_width` wide.
+    pub thumbnail: Vec<u8>,
+    pub text: String,
+    pub issued_at: Option<Date>,
+}
+
+/// Why a file could not be analyzed. All but the last two are the file's own fault and
+/// permanent; each has a stable code.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    #[error("the PDF is encrypted")]
+    PdfEncrypted,
+    #[error("the PDF cannot be read")]
+    PdfUnreadable,
+    #[error("the PDF's streams inflate beyond the limit")]
+    PdfBomb,
+    #[error("the image is larger than the limit")]
+    ImageTooLarge,
+    #[error("the image cannot be decoded")]
+    ImageUnreadable,
+    #[error("a tool ran past its time, memory or output limit")]
+    ToolLimit,
+    #[error("a tool is unavailable")]
+    ToolUnavailable(#[source] ToolError),
+    #[error("the local copy failed")]
+    Io(#[from] std::io::Error),
+}
+
+impl AnalysisError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::PdfEncrypted => "pdf_encrypted",
+            Self::PdfUnreadable => "pdf_unreadable",
+            Self::PdfBomb => "pdf_decompression_bomb",
+            Self::ImageTooLarge => "image_too_large",
+            Self::ImageUnreadable => "image_unreadable",
+            Self::ToolLimit => "analysis_limit_exceeded",
+            Self::ToolUnavailable(_) => "tool_unavailable",
+            Self::Io(_) => "storage_unavailable",
+        }
+    }
+
+    pub fn safe_message(&self) -> &'static str {
+        match self {
+            Self::PdfEncrypted => "the PDF is password-protected",
+            Self::PdfUnreadable => "the PDF is damaged or not a PDF",
+            Self::PdfBomb => "the PDF expands to more data than Quire analyzes",
+            Self::ImageTooLarge => "the image is larger than Quire analyzes",
+            Self::ImageUnreadable => "the image is damaged or empty",
+            Self::ToolLimit => "the file took more time or memory than Quire allows",
+            Self::ToolUnavailable(_) => "an analysis tool is unavailable",
+            Self::Io(_) => "the document storage is unavailable",
+        }
+    }
+
+    /// Worth another attempt: the environment failed, not the file.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::ToolUnavailable(_) | Self::Io(_))
+    }
+}
+
+/// The kind of file, from the content type the upload sniffed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Pdf,
+    Image,
+    Text,
+}
+
+fn kind_of(content_type: &str) -> Kind {
+    if content_type == "application/pdf" {
+        Kind::Pdf
+    } else if content_type.starts_with("image/") {
+        Kind::Image
+    } else {
+        Kind::Text
+    }
+}
+
+pub struct Analyzer {
+    settings: AnalysisSettings,
+}
+
+const MIB: u64 = 1024 * 1024;
+/// A PDF text layer shorter than this (after trimming) is treated as no text layer.
+const MIN_TEXT_LAYER_CHARS: usize = 16;
+
+impl Analyzer {
+    pub fn new(settings: AnalysisSettings) -> Self {
+        Self { settings }
+    }
+
+    fn limits(&self, max_output_bytes: usize) -> ToolLimits {
+        ToolLimits {
+            timeout: Duration::from_secs(self.settings.tool_timeout_seconds),
+            memory_bytes: self.settings.tool_memory_mb * MIB,
+            cpu_seconds: self.settings.tool_cpu_seconds,
+            max_output_bytes,
+        }
+    }
+
+    /// Runs the content steps on `source` (a verified local copy), using `work` for
+    /// temporary files.
+    pub async fn analyze(
+        &self,
+        source: &Path,
+        content_type: &str,
+        work: &Path,
+    ) -> Result<Analysis, AnalysisError> {
+        let (thumbnail, text) = match kind_of(content_type) {
+            Kind::Pdf => self.pdf(source, work).await?,
+            Kind::Image => self.image(source, work).await?,
+            Kind::Text => self.text(source, work).await?,
+        };
+        let text: String = text.chars().take(self.settings.max_text_chars).collect();
+        let today = OffsetDateTime::now_utc().date();
+        let issued_at = dates::detect_issued_at(&text, self.settings.date_order, today);
+        Ok(Analysis {
+            thumbnail,
+            text,
+            issued_at,
+        })
+    }
+
+    async fn pdf(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
+        let bytes = tokio::fs::read(source).await?;
+        let limit = self.settings.max_pdf_inflated_mb * MIB;
+        let bomb = tokio::task::spawn_blocking(move || pdf_guard::inflates_beyond(&bytes, limit))
+            .await
+            .map_err(|error| AnalysisError::Io(std::io::Error::other(error)))?;
+        if bomb {
+            return Err(AnalysisError::PdfBomb);
+        }
+        let thumbnail = self.render_first_page(source, work).await?;
+        let layer = self.pdf_text_layer(source).await?;
+        let text = if layer.trim().chars().count() >= MIN_TEXT_LAYER_CHARS {
+            layer
+        } else {
+            self.ocr_pdf(source, work).await?
+        };
+        Ok((thumbnail, text))
+    }
+
+    async fn render_first_page(
+        &self,
+        source: &Path,
+        work: &Path,
+    ) -> Result<Vec<u8>, AnalysisError> {
+        let prefix = work.join("thumbnail");
+        let width = self.settings.thumbnail_width.to_string();
+        tools::run(
+            "pdftoppm",
+            [
+                "-f".as_ref(),
+                "1".as_ref(),
+                "-l".as_ref(),
+                "1".as_ref(),
+                "-png".as_ref(),
+                "-singlefile".as_ref(),
+                "-scale-to-x".as_ref(),
+                width.as_ref(),
+                "-scale-to-y".as_ref(),
+                "-1".as_ref(),
+                source.as_os_str(),
+                prefix.as_os_str(),
+            ],
+            self.limits(64 * 1024),
+        )
+        .await
+        .map_err(pdf_tool_error)?;
+        Ok(tokio::fs::read(prefix.with_extension("png")).await?)
+    }
+
+    async fn pdf_text_layer(&self, source: &Path) -> Result<String, AnalysisError> {
+        let out = tools::run(
+            "pdftotext",
+            [
+                "-enc".as_ref(),
+                "UTF-8".as_ref(),
+                "-l".as_ref(),
+                "100".as_ref(),
+                source.as_os_str(),
+                "-".as_ref(),
+            ],
+            self.limits(64 * 1024 * 1024),
+        )
+        .await
+        .map_err(pdf_tool_error)?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    async fn ocr_pdf(&self, source: &Path, work: &Path) -> Result<String, AnalysisError> {
+        let prefix = work.join("page");
+        let last = self.settings.ocr_max_pages.max(1).to_string();
+        tools::run(
+            "pdftoppm",
+            [
+                "-r".as_ref(),
+                "200".as_ref(),
+                "-gray".as_ref(),
+                "-png".as_ref(),
+                "-f".as_ref(),
+                "1".as_ref(),
+                "-l".as_ref(),
+                last.as_ref(),
+                source.as_os_str(),
+                prefix.as_os_str(),
+            ],
+            self.limits(64 * 1024),
+        )
+        .await
+        .map_err(pdf_tool_error)?;
+        let mut pages: Vec<PathBuf> = std::fs::read_dir(work)?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with("page") && name.ends_with(".png"))
+            })
+            .collect();
+        pages.sort();
+        let mut text = String::new();
+        for page in pages {
+            text.push_str(&self.ocr(&page).await?);
+            text.push('\n');
+        }
+        Ok(text)
+    }
+
+    async fn ocr(&self, image: &Path) -> Result<String, AnalysisError> {
+        let out = tools::run(
+            "tesseract",
+            [
+                image.as_os_str(),
+                "-".as_ref(),
+                "-l".as_ref(),
+                self.settings.ocr_languages.as_ref(),
+            ],
+            self.limits(16 * 1024 * 1024),
+        )
+        .await
+        .map_err(|error| match error {
+            ToolError::Unavailable { .. } => AnalysisError::ToolUnavailable(error),
+            ToolError::Failed { ref stderr, .. } if stderr.contains("Failed loading language") => {
+                AnalysisError::ToolUnavailable(error)
+            }
+            ToolError::Failed { ref status, .. } if !status.contains("signal") => {
+                AnalysisError::ImageUnreadable
+            }
+            _ => AnalysisError::ToolLimit,
+        })?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    async fn image(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
+        let bytes = tokio::fs::read(source).await?;
+        let settings = self.settings.clone();
+        let gray = work.join("ocr.png");
+        let gray_path = gray.clone();
+        let thumbnail = tokio::task::spawn_blocking(move || {
+            let image = decode_image(&bytes, &settings)?;
+            // OCR reads a grayscale PNG whatever the input format (WebP included).
+            image
+                .to_luma8()
+                .save_with_format(&gray_path, image::ImageFormat::Png)
+                .map_err(|_| AnalysisError::ImageUnreadable)?;
+            encode_thumbnail(&image, settings.thumbnail_width)
+        })
+        .await
+        .map_err(|error| AnalysisError::Io(std::io::Error::other(error)))??;
+        let text = self.ocr(&gray).await?;
+        Ok((thumbnail, text))
+    }
+
+    async fn text(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
+        let bytes = tokio::fs::read(source).await?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let page = work.join("text.pdf");
+        tokio::fs::write(&page, text_page::render(&text)).await?;
+        let thumbnail = self.render_first_page(&page, work).await?;
+        Ok((thumbnail, text))
+    }
+}
+
+fn pdf_tool_error(error: ToolError) -> AnalysisError {
+    match error {
+        ToolError::Unavailable { .. } => AnalysisError::ToolUnavailable(error),
+        ToolError::TimedOut { .. } | ToolError::OutputTooLarge { .. } => AnalysisError::ToolLimit,
+        ToolError::Failed { ref stderr, .. } if stderr.contains("Incorrect password") => {
+            AnalysisError::PdfEncrypted
+        }
+        // Killed by the CPU or memory limit.
+        ToolError::Failed { ref status, .. } if status.contains("signal") => {
+            AnalysisError::ToolLimit
+        }
+        ToolError::Failed { .. } => AnalysisError::PdfUnreadable,
+    }
+}
+
+/// Decodes an image within the configured dimension and allocation limits.
+fn decode_image(
+    bytes: &[u8],
+    settings: &AnalysisSettings,
+) -> Result<image::DynamicImage, AnalysisError> {
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|_| AnalysisError::ImageUnreadable)?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(settings.max_image_dimension);
+    limits.max_image_height = Some(settings.max_image_dimension);
+    limits.max_alloc = Some(settings.max_image_mb * MIB);
+    reader.limits(limits);
+    let image = reader.decode().map_err(|error| match error {
+        image::ImageError::Limits(_) => AnalysisError::ImageTooLarge,
+        _ => AnalysisError::ImageUnreadable,
+    })?;
+    if image.width() == 0 || image.height() == 0 {
+        return Err(AnalysisError::ImageUnreadable);
+    }
+    Ok(image)
+}
+
+/// A PNG at most `width` wide, aspect kept.
+fn encode_thumbnail(image: &image::DynamicImage, width: u32) -> Result<Vec<u8>, AnalysisError> {
+    let scaled = if image.width() > width {
+        image.resize(width, u32::MAX, image::imageops::FilterType::Triangle)
+    } else {
+        image.clone()
+    };
+    let mut png = Vec::new();
+    scaled
+        .to_rgb8()
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .map_err(|_| AnalysisError::ImageUnreadable)?;
+    Ok(png)
+}

@@ -1,0 +1,249 @@
+//! Runs an external tool (pdftoppm, pdftotext, tesseract) as a child process with limits:
+//! a wall-clock timeout, an address-space limit and a CPU-time limit (set by `prlimit`
+//! before the tool starts), in a process group of its own that is killed whole on
+//! timeout or when the job is dropped. Output is bounded; stderr goes to the log only.
+
+use std::ffi::OsStr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+/// Limits of one tool run.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolLimits {
+    pub timeout: Duration,
+    pub memory_bytes: u64,
+    pub cpu_seconds: u64,
+    /// Stdout beyond this is an error, not a truncation.
+    pub max_output_bytes: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("{tool} could not be started: {source}")]
+    Unavailable {
+        tool: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{tool} ran past its time limit and was killed")]
+    TimedOut { tool: String },
+    #[error("{tool} printed more than its output limit")]
+    OutputTooLarge { tool: String },
+    /// Exited unsuccessfully, or was killed by a limit (memory, CPU).
+    #[error("{tool} failed ({status})")]
+    Failed {
+        tool: String,
+        status: String,
+        /// The end of its stderr, for the log and for classifying the failure.
+        stderr: String,
+    },
+}
+
+/// Kills the tool's process group unless disarmed: covers timeouts and a job future
+/// dropped mid-run (cancellation, shutdown).
+struct GroupGuard(Option<Pid>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // The group may be gone already; nothing to do then.
+            let _ = killpg(pid, Signal::SIGKILL);
+        }
+    }
+}
+
+async fn read_bounded(
+    mut stream: impl AsyncRead + Unpin,
+    limit: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let mut over = false;
+    loop {
+        let read = stream.read(&mut chunk).await?;
+        if read == 0 {
+            return Ok((buffer, over));
+        }
+        if buffer.len() + read > limit {
+            over = true;
+            // Keep draining so the tool never blocks on a full pipe.
+            continue;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+}
+
+const STDERR_LIMIT: usize = 16 * 1024;
+
+/// Runs `program args…` under `limits` and returns its stdout.
+pub async fn run<I, S>(program: &str, args: I, limits: ToolLimits) -> Result<Vec<u8>, ToolError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let tool = program.to_owned();
+    let mut command = Command::new("prlimit");
+    command
+        .arg(format!("--as={}", limits.memory_bytes))
+        .arg(format!("--cpu={}", limits.cpu_seconds))
+        .arg("--")
+        .arg(program)
+        .args(args)
+        // Tesseract would start a thread per core; one job, one core.
+        .env("OMP_THREAD_LIMIT", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(|source| ToolError::Unavailable {
+        tool: tool.clone(),
+        source,
+    })?;
+    // prlimit execs the tool, so the child's pid leads the tool's process group.
+    let mut guard = GroupGuard(
+        child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+    );
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let outcome = tokio::time::timeout(limits.timeout, async {
+        let out = async {
+            match stdout {
+                Some(stdout) => read_bounded(stdout, limits.max_output_bytes).await,
+                None => Ok((Vec::new(), false)),
+            }
+        };
+        let err = async {
+            match stderr {
+                Some(stderr) => read_bounded(stderr, STDERR_LIMIT).await,
+                None => Ok((Vec::new(), false)),
+            }
+        };
+        let (out, err) = tokio::join!(out, err);
+        let status = child.wait().await;
+        (out, err, status)
+    })
+    .await;
+    let Ok((out, err, status)) = outcome else {
+        tracing::warn!(tool, "tool timed out; its process group is killed");
+        return Err(ToolError::TimedOut { tool });
+    };
+    guard.0 = None;
+    let (stdout, over) = out.map_err(|source| ToolError::Unavailable {
+        tool: tool.clone(),
+        source,
+    })?;
+    let stderr = err
+        .map(|(bytes, _)| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .unwrap_or_default();
+    let status = status.map_err(|source| ToolError::Unavailable {
+        tool: tool.clone(),
+        source,
+    })?;
+    if !stderr.is_empty() {
+        tracing::debug!(tool, stderr = %stderr, "tool stderr");
+    }
+    if over {
+        return Err(ToolError::OutputTooLarge { tool });
+    }
+    if !status.success() {
+        tracing::warn!(tool, %status, stderr = %stderr, "tool failed");
+        return Err(ToolError::Failed {
+            tool,
+            status: status.to_string(),
+            stderr,
+        });
+    }
+    Ok(stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(timeout_ms: u64) -> ToolLimits {
+        ToolLimits {
+            timeout: Duration::from_millis(timeout_ms),
+            memory_bytes: 512 * 1024 * 1024,
+            cpu_seconds: 10,
+            max_output_bytes: 1024,
+        }
+    }
+
+    #[tokio::test]
+    async fn output_is_returned_and_failures_carry_stderr() {
+        let out = run("sh", ["-c", "printf hello"], limits(5000))
+            .await
+            .expect("runs");
+        assert_eq!(out, b"hello");
+        match run("sh", ["-c", "echo broken >&2; exit 3"], limits(5000)).await {
+            Err(ToolError::Failed { stderr, .. }) => assert_eq!(stderr, "broken"),
+            other => panic!("expected a failure, got {other:?}"),
+        }
+        assert!(matches!(
+            run("no-such-tool-anywhere", ["x"], limits(5000)).await,
+            Err(ToolError::Failed { .. } | ToolError::Unavailable { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_process_group() {
+        let marker = tempfile::NamedTempFile::new().expect("temp");
+        let path = marker.path().display().to_string();
+        // The shell (the group's leader) records its pid, then leaves a grandchild behind.
+        let script = format!("echo $$ > {path}; sleep 30 & sleep 30");
+        let result = run("sh", ["-c", &script], limits(500)).await;
+        assert!(
+            matches!(result, Err(ToolError::TimedOut { .. })),
+            "{result:?}"
+        );
+        let group: i32 = std::fs::read_to_string(marker.path())
+            .expect("read")
+            .trim()
+            .parse()
+            .expect("pid");
+        // Wait, with a deadline, until no process of the group is left (grandchild too).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while killpg(Pid::from_raw(group), None).is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the process group survived"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn output_past_the_limit_is_an_error() {
+        let result = run("sh", ["-c", "head -c 4096 /dev/zero"], limits(5000)).await;
+        assert!(
+            matches!(result, Err(ToolError::OutputTooLarge { .. })),
+            "{result:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_memory_limit_stops_a_greedy_tool() {
+        let mut greedy = limits(10_000);
+        greedy.memory_bytes = 64 * 1024 * 1024;
+        // python3 cannot allocate 512 MiB under a 64 MiB address-space limit.
+        let result = run(
+            "python3",
+            ["-c", "x = bytearray(512 * 1024 * 1024)"],
+            greedy,
+        )
+        .await;
+        assert!(
+            matches!(result, Err(ToolError::Failed { .. })),
+            "{result:?}"
+        );
+    }
+}
