@@ -33,6 +33,20 @@ pub struct DocumentView {
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
+    /// Present in search results only: how well the document matched, and where.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchView>,
+}
+
+/// Why a document is a search hit.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchView {
+    /// Higher is better; comparable within one result list only.
+    pub rank: f32,
+    /// The best passages as plain text parts; `match` marks the matched words. Render
+    /// the text as text: it is never markup.
+    #[schema(value_type = Vec<Object>)]
+    pub snippet: Vec<quire_shared::search::SnippetPart>,
 }
 
 impl DocumentView {
@@ -76,6 +90,7 @@ impl DocumentView {
             trashed_at: document.trashed_at,
             created_at: document.created_at,
             updated_at: document.updated_at,
+            search: None,
         }
     }
 }

@@ -21,9 +21,15 @@ pg_bin_dir() {
   ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
 }
 
-# PostgreSQL server, Redis, curl (scripts/run prints a curl example), python3 (free ports).
+# PostgreSQL server, Redis, curl (scripts/run prints a curl example), python3 (free ports),
+# and the analysis tools: poppler-utils (pdftoppm, pdftotext), tesseract with English,
+# util-linux's prlimit (limits of every tool run).
 ensure_packages() {
   local missing=()
+  command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+  command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr)
+  ls /usr/share/tesseract-ocr/*/tessdata/eng.traineddata >/dev/null 2>&1 || missing+=(tesseract-ocr-eng)
+  command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
   [ -n "$(pg_bin_dir)" ] || missing+=(postgresql)
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
   command -v curl >/dev/null 2>&1 || missing+=(curl)

@@ -3,6 +3,7 @@
 use actix_web::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use actix_web::{HttpResponse, web};
 use anyhow::Context;
+use quire_shared::db::assets::{self, AssetKind};
 use quire_shared::db::documents;
 use quire_shared::storage::{StorageError, StorageKey};
 use tokio_util::io::ReaderStream;
@@ -91,14 +92,14 @@ pub async fn content(
         .streaming(ReaderStream::new(reader)))
 }
 
-/// `GET /api/documents/{id}/thumbnail`: the analysis pipeline makes thumbnails; until it
-/// has, there is none to serve.
+/// `GET /api/documents/{id}/thumbnail`: the PNG the analysis pipeline made of the
+/// current version; 409 until it has made one.
 #[utoipa::path(
     get, path = "/api/documents/{document_id}/thumbnail", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
     responses(
-        (status = 200, description = "a PNG thumbnail", content_type = "image/png"),
+        (status = 200, description = "a PNG thumbnail, at most 400 px wide (analysis.thumbnail_width)", content_type = "image/png"),
         (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
-        (status = 409, description = "thumbnail_not_available", body = ProblemView, content_type = "application/problem+json"),
+        (status = 409, description = "thumbnail_not_available: not analyzed yet, or the analysis failed", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
@@ -110,14 +111,41 @@ pub async fn thumbnail(
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
     let mut conn = connection(&state).await?;
-    documents::find_document(&mut conn, caller.tenant_id, document_id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    Err(ApiError::Conflict {
+    let (_, version) =
+        documents::find_document_with_version(&mut conn, caller.tenant_id, document_id)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+    let not_available = || ApiError::Conflict {
         code: "thumbnail_not_available",
         detail: "this document has no thumbnail yet".to_owned(),
         extension: None,
-    })
+    };
+    let version = version.ok_or_else(not_available)?;
+    let asset = assets::find(
+        &mut conn,
+        caller.tenant_id,
+        version.id,
+        AssetKind::Thumbnail,
+    )
+    .await?
+    .ok_or_else(not_available)?;
+    drop(conn);
+    let key = StorageKey::from_stored(&asset.storage_key).context("a stored key is malformed")?;
+    let reader = match state.store.open(&key).await {
+        Ok(reader) => reader,
+        Err(StorageError::NotFound) => return Err(not_available()),
+        Err(error) => {
+            return Err(ApiError::Internal(
+                anyhow::Error::new(error).context("failed to open a thumbnail"),
+            ));
+        }
+    };
+    Ok(HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, "image/png"))
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header(("Cache-Control", "private, max-age=300"))
+        .no_chunking(u64::try_from(asset.size_bytes).unwrap_or(0))
+        .streaming(ReaderStream::new(reader)))
 }
 
 #[cfg(test)]

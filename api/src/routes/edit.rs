@@ -4,10 +4,10 @@
 use actix_web::{HttpResponse, web};
 use diesel_async::AsyncConnection;
 use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
-use quire_shared::db::DbError;
 use quire_shared::db::documents::{self, DocumentEdit};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::labels;
+use quire_shared::db::{DbError, analysis};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -180,6 +180,8 @@ pub async fn patch(
                 labels::set_correspondent(conn, tenant_id, document_id, correspondent.as_deref())
                     .await?;
             }
+            // Title, tags and correspondent are searchable at once, text or no text.
+            analysis::reindex(conn, document_id).await?;
             let mut job = None;
             if let (true, Some(version_id)) =
                 (after.title != before.title, after.current_version_id)

@@ -1,11 +1,12 @@
 //! `GET /api/documents`: this tenant's documents, newest first, with filters and an
-//! opaque cursor.
+//! opaque cursor; with `q`, a full-text search instead, best match first.
 
 use std::collections::HashMap;
 
 use actix_web::{HttpResponse, web};
 use quire_shared::db::documents::{self, DocumentFilter, PageAfter};
 use quire_shared::db::labels;
+use quire_shared::search::{PostgresSearch, SearchEngine, SearchHit};
 use quire_shared::states::DocumentStatus;
 use serde::Deserialize;
 use serde_json::json;
@@ -16,7 +17,7 @@ use super::documents::connection;
 use crate::auth::DocumentReader;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::{DocumentView, ProblemView};
+use crate::views::{DocumentView, ProblemView, SearchView};
 
 const DEFAULT_LIMIT: i64 = 50;
 const MAX_LIMIT: i64 = 200;
@@ -29,6 +30,20 @@ pub struct ListQuery {
     trashed: Option<bool>,
     limit: Option<i64>,
     cursor: Option<String>,
+    q: Option<String>,
+}
+
+const MAX_QUERY_CHARS: usize = 500;
+
+/// `s1.<offset>`, hex-encoded: search pages are ranked, so they page by position.
+fn encode_search_cursor(offset: i64) -> String {
+    hex::encode(format!("s1.{offset}"))
+}
+
+fn decode_search_cursor(cursor: &str) -> Option<i64> {
+    let text = String::from_utf8(hex::decode(cursor).ok()?).ok()?;
+    let offset: i64 = text.strip_prefix("s1.")?.parse().ok()?;
+    (0..=100_000).contains(&offset).then_some(offset)
 }
 
 /// `v1.<created_at unix nanos>.<id>`, hex-encoded: opaque to clients, stable for us.
@@ -62,9 +77,10 @@ fn decode_cursor(cursor: &str) -> Option<PageAfter> {
         ("trashed" = Option<bool>, Query, description = "true lists the trash"),
         ("limit" = Option<i64>, Query, description = "1 to 200, default 50"),
         ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
+        ("q" = Option<String>, Query, description = "full-text search over title, text, tags and correspondent (web-search syntax: words, \"phrases\", -excluded, or); combines with limit and cursor only"),
     ),
     responses(
-        (status = 200, description = "a page of documents, newest first: {documents, next_cursor}"),
+        (status = 200, description = "a page of documents, newest first (with q: best match first, each with `search: {rank, snippet}`): {documents, next_cursor}"),
         (status = 400, description = "invalid filter, limit or cursor", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -76,6 +92,16 @@ pub async fn list(
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_limit",
+            format!("limit is between 1 and {MAX_LIMIT}"),
+        ));
+    }
+    if let Some(text) = query.q.as_deref() {
+        return search(&state, &caller, text, &query, limit).await;
+    }
     let status = match query.status.as_deref() {
         None => None,
         Some(text) => Some(
@@ -87,13 +113,6 @@ pub async fn list(
             })?,
         ),
     };
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::bad_request(
-            "invalid_limit",
-            format!("limit is between 1 and {MAX_LIMIT}"),
-        ));
-    }
     let after = match query.cursor.as_deref() {
         None => None,
         Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
@@ -122,19 +141,29 @@ pub async fn list(
             })
         })
         .flatten();
+    let views = views_of(&mut conn, caller.tenant_id, page).await?;
+    Ok(HttpResponse::Ok().json(json!({ "documents": views, "next_cursor": next_cursor })))
+}
+
+/// Views of a page of documents, in the page's order, with versions and labels loaded
+/// in one query each.
+async fn views_of(
+    conn: &mut quire_shared::db::PooledConnection,
+    tenant_id: Uuid,
+    page: Vec<documents::Document>,
+) -> Result<Vec<DocumentView>, ApiError> {
     let version_ids: Vec<Uuid> = page
         .iter()
         .filter_map(|document| document.current_version_id)
         .collect();
-    let mut versions: HashMap<Uuid, _> =
-        documents::find_versions(&mut conn, caller.tenant_id, &version_ids)
-            .await?
-            .into_iter()
-            .map(|version| (version.id, version))
-            .collect();
+    let mut versions: HashMap<Uuid, _> = documents::find_versions(conn, tenant_id, &version_ids)
+        .await?
+        .into_iter()
+        .map(|version| (version.id, version))
+        .collect();
     let ids: Vec<Uuid> = page.iter().map(|document| document.id).collect();
-    let mut labels = labels::labels_of(&mut conn, caller.tenant_id, &ids).await?;
-    let views: Vec<DocumentView> = page
+    let mut labels = labels::labels_of(conn, tenant_id, &ids).await?;
+    Ok(page
         .into_iter()
         .map(|document| {
             let version = document
@@ -143,7 +172,68 @@ pub async fn list(
             let document_labels = labels.remove(&document.id);
             DocumentView::new(document, version).with_labels(document_labels)
         })
-        .collect();
+        .collect())
+}
+
+/// `?q=`: ranked full-text search of the tenant's live documents.
+async fn search(
+    state: &AppState,
+    caller: &DocumentReader,
+    text: &str,
+    query: &ListQuery,
+    limit: i64,
+) -> Result<HttpResponse, ApiError> {
+    let text = text.trim();
+    if text.is_empty() || text.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::bad_request(
+            "invalid_search",
+            format!("q has 1 to {MAX_QUERY_CHARS} characters"),
+        ));
+    }
+    if query.status.is_some()
+        || query.tag.is_some()
+        || query.correspondent.is_some()
+        || query.trashed.is_some()
+    {
+        return Err(ApiError::bad_request(
+            "invalid_search",
+            "q combines with limit and cursor only (the trash is never searched)",
+        ));
+    }
+    let offset = match query.cursor.as_deref() {
+        None => 0,
+        Some(cursor) => decode_search_cursor(cursor).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_cursor",
+                "the cursor is not one this search returned",
+            )
+        })?,
+    };
+    let mut conn = connection(state).await?;
+    let mut hits = PostgresSearch
+        .search(&mut conn, caller.tenant_id, text, limit + 1, offset)
+        .await?;
+    let more = hits.len() as i64 > limit;
+    hits.truncate(limit as usize);
+    let ids: Vec<Uuid> = hits.iter().map(|hit| hit.document_id).collect();
+    let mut found: HashMap<Uuid, documents::Document> =
+        documents::find_documents(&mut conn, caller.tenant_id, &ids)
+            .await?
+            .into_iter()
+            .map(|document| (document.id, document))
+            .collect();
+    // Rank order; a document deleted between the two queries just drops out.
+    let page: Vec<documents::Document> = ids.iter().filter_map(|id| found.remove(id)).collect();
+    let mut views = views_of(&mut conn, caller.tenant_id, page).await?;
+    let mut by_id: HashMap<Uuid, SearchHit> =
+        hits.into_iter().map(|hit| (hit.document_id, hit)).collect();
+    for view in &mut views {
+        view.search = by_id.remove(&view.id).map(|hit| SearchView {
+            rank: hit.rank,
+            snippet: hit.snippet,
+        });
+    }
+    let next_cursor = more.then(|| encode_search_cursor(offset + limit));
     Ok(HttpResponse::Ok().json(json!({ "documents": views, "next_cursor": next_cursor })))
 }
 
@@ -159,6 +249,9 @@ mod tests {
             id: Uuid::now_v7(),
         };
         assert_eq!(decode_cursor(&encode_cursor(after)), Some(after));
+        assert_eq!(decode_search_cursor(&encode_search_cursor(50)), Some(50));
+        assert_eq!(decode_search_cursor(&encode_cursor(after)), None);
+        assert_eq!(decode_search_cursor(&hex::encode("s1.-5")), None);
         for forged in [
             "",
             "zz",

@@ -9,8 +9,8 @@ use super::{
     admin_tenants, bulk, catalogue, content, documents, edit, health, jobs, listing, members, trash,
 };
 use crate::views::{
-    DocumentView, JobView, MemberView, ProblemView, TenantJobView, TenantView, UploadForm,
-    UploadView, VersionView,
+    DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
+    UploadForm, UploadView, VersionView,
 };
 
 #[derive(OpenApi)]
@@ -50,6 +50,7 @@ use crate::views::{
     ),
     components(schemas(
         DocumentView,
+        SearchView,
         VersionView,
         JobView,
         UploadView,

@@ -1,9 +1,11 @@
 //! Integration tests of the whole path, against real PostgreSQL and Redis started by
 //! scripts/test. One binary; a module per feature.
 
+mod analysis;
 mod documents_api;
 mod duplicate_delivery;
 mod faults;
+mod fixtures;
 mod helpers;
 mod hostile;
 mod integrity;

@@ -40,7 +40,10 @@ async fn a_failed_job_can_be_retried_once_and_then_succeeds() {
         .json()
         .await
         .expect("json");
-    assert_eq!(document["status"], "PENDING");
+    assert_eq!(
+        document["status"], "READY",
+        "the retried analysis completed"
+    );
     assert_eq!(document["processing_error"], Value::Null);
 
     // Anything but FAILED answers 409 naming the state it is in.

@@ -50,14 +50,14 @@ async fn an_uploaded_document_is_verified_end_to_end() {
         .expect("message");
     assert_eq!(message["request_id"], "upload-4711", "{message}");
 
-    // The integrity check alone leaves the document PENDING until the pipeline runs.
+    // The analysis succeeded with the job: the document is READY.
     let document: Value = app
         .get_as(&app.token, &format!("/api/documents/{document_id}"))
         .await
         .json()
         .await
         .expect("json");
-    assert_eq!(document["status"], "PENDING");
+    assert_eq!(document["status"], "READY");
 
     let view: Value = app
         .get_as(

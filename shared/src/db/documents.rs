@@ -399,6 +399,21 @@ pub async fn list_documents(
         .await?)
 }
 
+/// Live or trashed documents of this tenant by id, in no particular order (one query
+/// for a page of search hits).
+pub async fn find_documents(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Document>, DbError> {
+    Ok(documents::table
+        .filter(documents::tenant_id.eq(tenant_id))
+        .filter(documents::id.eq_any(ids))
+        .select(Document::as_select())
+        .load(conn)
+        .await?)
+}
+
 /// Versions of this tenant by id (one query for a whole listing page).
 pub async fn find_versions(
     conn: &mut AsyncPgConnection,

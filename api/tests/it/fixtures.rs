@@ -1,0 +1,156 @@
+//! Files for the pipeline's tests, made here from a few bytes: a PDF with a text layer, a
+//! scanned page (rendered by pdftoppm), hostile PDFs and PNGs. One fixture is committed:
+//! `tests/fixtures/encrypted.pdf` (this module's text PDF, encrypted by
+//! `qpdf --encrypt secret owner 256`), because no crate here can encrypt a PDF.
+
+use std::io::Write;
+use std::process::Command;
+
+/// A one-page PDF showing `lines` in Helvetica 14 pt, with an exact xref table.
+pub fn text_pdf(lines: &[&str]) -> Vec<u8> {
+    let mut content = String::from("BT /F1 14 Tf 18 TL 72 760 Td\n");
+    for line in lines {
+        let escaped = line
+            .replace('\\', "\\\\")
+            .replace('(', "\\(")
+            .replace(')', "\\)");
+        content.push_str(&format!("({escaped}) '\n"));
+    }
+    content.push_str("ET\n");
+    pdf_of(&[
+        "<< /Type /Catalog /Pages 2 0 R >>".into(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".into(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] \
+         /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>"
+            .into(),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".into(),
+        format!(
+            "<< /Length {} >>\nstream\n{content}endstream",
+            content.len()
+        ),
+    ])
+}
+
+fn pdf_of(objects: &[String]) -> Vec<u8> {
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (index, object) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", index + 1).as_bytes());
+    }
+    let xref = pdf.len();
+    pdf.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for offset in offsets {
+        pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    pdf
+}
+
+/// A "scan": the text PDF rendered to a grayscale PNG at 200 dpi, without a text layer.
+pub fn scanned_page(lines: &[&str]) -> Vec<u8> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pdf = dir.path().join("page.pdf");
+    std::fs::write(&pdf, text_pdf(lines)).expect("write pdf");
+    let prefix = dir.path().join("scan");
+    let status = Command::new("pdftoppm")
+        .args(["-r", "200", "-gray", "-png", "-singlefile"])
+        .arg(&pdf)
+        .arg(&prefix)
+        .status()
+        .expect("pdftoppm (poppler-utils) must be installed: scripts/test installs it");
+    assert!(status.success());
+    std::fs::read(prefix.with_extension("png")).expect("read scan")
+}
+
+/// Bytes that start like a PDF and are nothing of the sort.
+pub fn corrupt_pdf() -> Vec<u8> {
+    let mut pdf = b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 9 0 R".to_vec();
+    pdf.extend((0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8));
+    pdf
+}
+
+/// A small PDF whose page content streams inflate to `copies` × 128 MiB of spaces.
+pub fn bomb_pdf(copies: usize) -> Vec<u8> {
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let chunk = vec![b' '; 1024 * 1024];
+    for _ in 0..128 {
+        encoder.write_all(&chunk).expect("compress");
+    }
+    let stream = encoder.finish().expect("finish");
+    let mut pdf = b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n\
+        2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n"
+        .to_vec();
+    let contents: Vec<String> = (0..copies).map(|i| format!("{} 0 R", 4 + i)).collect();
+    pdf.extend_from_slice(
+        format!(
+            "3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents [{}] >> endobj\n",
+            contents.join(" ")
+        )
+        .as_bytes(),
+    );
+    for i in 0..copies {
+        pdf.extend_from_slice(
+            format!(
+                "{} 0 obj << /Length {} /Filter /FlateDecode >>\nstream\n",
+                4 + i,
+                stream.len()
+            )
+            .as_bytes(),
+        );
+        pdf.extend_from_slice(&stream);
+        pdf.extend_from_slice(b"\nendstream\nendobj\n");
+    }
+    pdf.extend_from_slice(b"trailer << /Root 1 0 R >>\n%%EOF\n");
+    pdf
+}
+
+fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut out = (data.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(kind);
+    out.extend_from_slice(data);
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(kind);
+    hasher.update(data);
+    out.extend_from_slice(&hasher.finalize().to_be_bytes());
+    out
+}
+
+/// A PNG whose header claims `width` × `height` (8-bit gray) over one tiny row of data.
+pub fn png_claiming(width: u32, height: u32) -> Vec<u8> {
+    let mut ihdr = width.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&height.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(&[0, 0]).expect("compress");
+    let idat = encoder.finish().expect("finish");
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(chunk(b"IHDR", &ihdr));
+    png.extend(chunk(b"IDAT", &idat));
+    png.extend(chunk(b"IEND", &[]));
+    png
+}
+
+/// The committed encrypted PDF (user password "secret").
+pub fn encrypted_pdf() -> Vec<u8> {
+    std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/encrypted.pdf"
+    ))
+    .expect("tests/fixtures/encrypted.pdf")
+}
+
+/// Width and height from a PNG's header.
+pub fn png_size(png: &[u8]) -> (u32, u32) {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    let number = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+    (number(16), number(20))
+}
