@@ -6,10 +6,12 @@
 
 pub mod dates;
 mod pdf_guard;
+mod text;
 mod text_page;
+mod thumbnail;
 pub mod tools;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use quire_shared::config::AnalysisSettings;
@@ -103,7 +105,7 @@ pub struct Analyzer {
     settings: AnalysisSettings,
 }
 
-const MIB: u64 = 1024 * 1024;
+pub(super) const MIB: u64 = 1024 * 1024;
 /// A PDF text layer shorter than this (after trimming) is treated as no text layer.
 const MIN_TEXT_LAYER_CHARS: usize = 16;
 
@@ -112,7 +114,7 @@ impl Analyzer {
         Self { settings }
     }
 
-    fn limits(&self, max_output_bytes: usize) -> ToolLimits {
+    pub(super) fn limits(&self, max_output_bytes: usize) -> ToolLimits {
         ToolLimits {
             timeout: Duration::from_secs(self.settings.tool_timeout_seconds),
             memory_bytes: self.settings.tool_memory_mb * MIB,
@@ -163,130 +165,19 @@ impl Analyzer {
         Ok((thumbnail, text))
     }
 
-    async fn render_first_page(
-        &self,
-        source: &Path,
-        work: &Path,
-    ) -> Result<Vec<u8>, AnalysisError> {
-        let prefix = work.join("thumbnail");
-        let width = self.settings.thumbnail_width.to_string();
-        tools::run(
-            "pdftoppm",
-            [
-                "-f".as_ref(),
-                "1".as_ref(),
-                "-l".as_ref(),
-                "1".as_ref(),
-                "-png".as_ref(),
-                "-singlefile".as_ref(),
-                "-scale-to-x".as_ref(),
-                width.as_ref(),
-                "-scale-to-y".as_ref(),
-                "-1".as_ref(),
-                source.as_os_str(),
-                prefix.as_os_str(),
-            ],
-            self.limits(64 * 1024),
-        )
-        .await
-        .map_err(pdf_tool_error)?;
-        Ok(tokio::fs::read(prefix.with_extension("png")).await?)
-    }
-
-    async fn pdf_text_layer(&self, source: &Path) -> Result<String, AnalysisError> {
-        let out = tools::run(
-            "pdftotext",
-            [
-                "-enc".as_ref(),
-                "UTF-8".as_ref(),
-                "-l".as_ref(),
-                "100".as_ref(),
-                source.as_os_str(),
-                "-".as_ref(),
-            ],
-            self.limits(64 * 1024 * 1024),
-        )
-        .await
-        .map_err(pdf_tool_error)?;
-        Ok(String::from_utf8_lossy(&out).into_owned())
-    }
-
-    async fn ocr_pdf(&self, source: &Path, work: &Path) -> Result<String, AnalysisError> {
-        let prefix = work.join("page");
-        let last = self.settings.ocr_max_pages.max(1).to_string();
-        tools::run(
-            "pdftoppm",
-            [
-                "-r".as_ref(),
-                "200".as_ref(),
-                "-gray".as_ref(),
-                "-png".as_ref(),
-                "-f".as_ref(),
-                "1".as_ref(),
-                "-l".as_ref(),
-                last.as_ref(),
-                source.as_os_str(),
-                prefix.as_os_str(),
-            ],
-            self.limits(64 * 1024),
-        )
-        .await
-        .map_err(pdf_tool_error)?;
-        let mut pages: Vec<PathBuf> = std::fs::read_dir(work)?
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .filter(|path| {
-                path.file_name()
-                    .and_then(|name| name.to_str())
-                    .is_some_and(|name| name.starts_with("page") && name.ends_with(".png"))
-            })
-            .collect();
-        pages.sort();
-        let mut text = String::new();
-        for page in pages {
-            text.push_str(&self.ocr(&page).await?);
-            text.push('\n');
-        }
-        Ok(text)
-    }
-
-    async fn ocr(&self, image: &Path) -> Result<String, AnalysisError> {
-        let out = tools::run(
-            "tesseract",
-            [
-                image.as_os_str(),
-                "-".as_ref(),
-                "-l".as_ref(),
-                self.settings.ocr_languages.as_ref(),
-            ],
-            self.limits(16 * 1024 * 1024),
-        )
-        .await
-        .map_err(|error| match error {
-            ToolError::Unavailable { .. } => AnalysisError::ToolUnavailable(error),
-            ToolError::Failed { ref stderr, .. } if stderr.contains("Failed loading language") => {
-                AnalysisError::ToolUnavailable(error)
-            }
-            ToolError::Failed { ref status, .. } if !status.contains("signal") => {
-                AnalysisError::ImageUnreadable
-            }
-            _ => AnalysisError::ToolLimit,
-        })?;
-        Ok(String::from_utf8_lossy(&out).into_owned())
-    }
-
     async fn image(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
         let bytes = tokio::fs::read(source).await?;
         let settings = self.settings.clone();
         let gray = work.join("ocr.png");
         let gray_path = gray.clone();
         let thumbnail = tokio::task::spawn_blocking(move || {
-            let image = decode_image(&bytes, &settings)?;
+            let image = thumbnail::decode_image(&bytes, &settings)?;
             // OCR reads a grayscale PNG whatever the input format (WebP included).
             image
                 .to_luma8()
                 .save_with_format(&gray_path, image::ImageFormat::Png)
                 .map_err(|_| AnalysisError::ImageUnreadable)?;
-            encode_thumbnail(&image, settings.thumbnail_width)
+            thumbnail::encode_thumbnail(&image, settings.thumbnail_width)
         })
         .await
         .map_err(|error| AnalysisError::Io(std::io::Error::other(error)))??;
@@ -304,7 +195,7 @@ impl Analyzer {
     }
 }
 
-fn pdf_tool_error(error: ToolError) -> AnalysisError {
+pub(super) fn pdf_tool_error(error: ToolError) -> AnalysisError {
     match error {
         ToolError::Unavailable { .. } => AnalysisError::ToolUnavailable(error),
         ToolError::TimedOut { .. } | ToolError::OutputTooLarge { .. } => AnalysisError::ToolLimit,
@@ -317,42 +208,4 @@ fn pdf_tool_error(error: ToolError) -> AnalysisError {
         }
         ToolError::Failed { .. } => AnalysisError::PdfUnreadable,
     }
-}
-
-/// Decodes an image within the configured dimension and allocation limits.
-fn decode_image(
-    bytes: &[u8],
-    settings: &AnalysisSettings,
-) -> Result<image::DynamicImage, AnalysisError> {
-    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
-        .with_guessed_format()
-        .map_err(|_| AnalysisError::ImageUnreadable)?;
-    let mut limits = image::Limits::default();
-    limits.max_image_width = Some(settings.max_image_dimension);
-    limits.max_image_height = Some(settings.max_image_dimension);
-    limits.max_alloc = Some(settings.max_image_mb * MIB);
-    reader.limits(limits);
-    let image = reader.decode().map_err(|error| match error {
-        image::ImageError::Limits(_) => AnalysisError::ImageTooLarge,
-        _ => AnalysisError::ImageUnreadable,
-    })?;
-    if image.width() == 0 || image.height() == 0 {
-        return Err(AnalysisError::ImageUnreadable);
-    }
-    Ok(image)
-}
-
-/// A PNG at most `width` wide, aspect kept.
-fn encode_thumbnail(image: &image::DynamicImage, width: u32) -> Result<Vec<u8>, AnalysisError> {
-    let scaled = if image.width() > width {
-        image.resize(width, u32::MAX, image::imageops::FilterType::Triangle)
-    } else {
-        image.clone()
-    };
-    let mut png = Vec::new();
-    scaled
-        .to_rgb8()
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-        .map_err(|_| AnalysisError::ImageUnreadable)?;
-    Ok(png)
 }
