@@ -47,6 +47,7 @@ impl Application {
             .local_addr()
             .context("listener has no address")?
             .port();
+        quire_shared::metrics::install();
         let pool = quire_shared::db::build_pool(&settings.database)?;
         let redis = quire_shared::broker::build_pool(&settings.redis)?;
         let store = Arc::new(LocalStore::new(&settings.storage.data_dir));

@@ -18,6 +18,12 @@ pub use publisher::Publisher;
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let publisher = Publisher::new(&settings)?;
     quire_shared::broker::warn_unless_noeviction(publisher.redis()).await;
+    quire_shared::admin_listener::spawn(
+        &settings.dispatcher.admin_listen,
+        quire_shared::db::build_pool(&settings.database)?,
+        publisher.redis().clone(),
+        shutdown.clone(),
+    )?;
     let wake = Arc::new(Notify::new());
     let listener = tokio::spawn(wakeups::listen(
         settings.database.url.expose().to_owned(),

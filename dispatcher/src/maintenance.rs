@@ -80,6 +80,8 @@ impl Maintenance {
         .await?
             && (rescued.requeued > 0 || rescued.failed > 0)
         {
+            metrics::counter!(quire_shared::metrics::RESCUES)
+                .increment((rescued.requeued + rescued.failed) as u64);
             tracing::warn!(
                 requeued = rescued.requeued,
                 failed = rescued.failed,
@@ -109,6 +111,7 @@ impl Maintenance {
             })
             .await?;
             if let Some(count @ 1..) = reannounced {
+                metrics::counter!(quire_shared::metrics::REPUBLISHED).increment(count as u64);
                 tracing::warn!(count, "re-announced jobs whose message was lost");
             }
         }

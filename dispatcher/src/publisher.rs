@@ -133,6 +133,10 @@ impl Publisher {
                     .await
                     .context("failed to mark events published")?;
                 tracing::debug!(count = marked, "events published");
+                metrics::histogram!(quire_shared::metrics::PUBLISH_BATCH_SIZE)
+                    .record(published.len() as f64);
+                metrics::counter!(quire_shared::metrics::EVENTS_PUBLISHED)
+                    .increment(published.len() as u64);
                 Ok(Round::Published(published.len()))
             }
             Err(error) => {
@@ -148,6 +152,7 @@ impl Publisher {
                 outbox::release_for_retry(&mut conn, &self.id, &retries, BROKER_UNAVAILABLE)
                     .await
                     .context("failed to return unpublished events")?;
+                metrics::counter!(quire_shared::metrics::PUBLISH_FAILURES).increment(1);
                 Err(error)
             }
         }

@@ -130,6 +130,25 @@ pub async fn warn_unless_noeviction(pool: &deadpool_redis::Pool) {
     }
 }
 
+/// The length of each job type's list (LLEN, pipelined).
+pub async fn queue_lengths(
+    pool: &deadpool_redis::Pool,
+    namespace: &str,
+    job_types: &[&str],
+) -> Result<Vec<(String, i64)>, BrokerError> {
+    let mut conn = pool.get().await?;
+    let mut pipe = redis::pipe();
+    for job_type in job_types {
+        pipe.cmd("LLEN").arg(queue_key(namespace, job_type));
+    }
+    let lengths: Vec<i64> = pipe.query_async(&mut conn).await?;
+    Ok(job_types
+        .iter()
+        .map(|job_type| (*job_type).to_owned())
+        .zip(lengths)
+        .collect())
+}
+
 /// Checks that Redis answers.
 pub async fn ping(pool: &deadpool_redis::Pool) -> Result<(), BrokerError> {
     let mut conn = pool.get().await?;

@@ -171,6 +171,8 @@ pub struct DispatcherSettings {
     pub maintenance_interval_ms: u64,
     pub lost_message_grace_seconds: u64,
     pub recovery_batch_size: i64,
+    /// `host:port` of /healthz, /readyz and /metrics; empty for none.
+    pub admin_listen: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -198,6 +200,8 @@ pub struct WorkerSettings {
     pub drain_timeout_seconds: u64,
     pub retry_backoff_base_ms: u64,
     pub retry_backoff_max_ms: u64,
+    /// `host:port` of /healthz, /readyz and /metrics; empty for none.
+    pub admin_listen: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

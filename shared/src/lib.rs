@@ -1,10 +1,13 @@
 //! Quire's library crate: everything the API, the dispatcher and the worker share.
 
+pub mod admin_listener;
 pub mod auth;
 pub mod broker;
 pub mod catalogue;
 pub mod config;
 pub mod db;
+pub mod health;
+pub mod metrics;
 pub mod permissions;
 pub mod retry;
 pub mod search;

@@ -80,8 +80,18 @@ async fn process(
     let Some(job) = claimed else {
         // Running elsewhere, finished, cancelled, or an older event's copy: nothing to do.
         tracing::debug!("message claims nothing: duplicate, stale or finished");
+        metrics::counter!(quire_shared::metrics::DUPLICATES_SKIPPED).increment(1);
         return Ok(());
     };
+    let job_type = job.job_type.clone();
+    metrics::counter!(quire_shared::metrics::JOBS_CLAIMED, "type" => job_type.clone()).increment(1);
+    if let Some(started_at) = job.started_at {
+        // Both instants come from the database clock.
+        let wait = (started_at - job.queued_at).as_seconds_f64().max(0.0);
+        metrics::histogram!(quire_shared::metrics::JOB_QUEUE_WAIT_SECONDS, "type" => job_type.clone())
+            .record(wait);
+    }
+    let started = std::time::Instant::now();
     let fence = job
         .fence()
         .ok_or_else(|| anyhow::anyhow!("a claimed job has no worker id"))?;
@@ -100,6 +110,8 @@ async fn process(
         _ = stop.cancelled() => Ended::Stopped,
     };
     beating.abort();
+    metrics::histogram!(quire_shared::metrics::JOB_RUN_SECONDS, "type" => job_type)
+        .record(started.elapsed().as_secs_f64());
 
     match ended {
         Ended::Finished(outcome) => {
@@ -210,6 +222,19 @@ async fn finish(
             fail(&mut conn, job, fence, error, fail_document).await?
         }
     };
+    let counted = match &outcome {
+        Ok(()) => "succeeded",
+        Err(JobError::Transient { .. }) if job.attempts < job.max_attempts => "retried",
+        Err(_) => "failed",
+    };
+    if applied {
+        metrics::counter!(
+            quire_shared::metrics::JOBS_FINISHED,
+            "type" => job.job_type.clone(),
+            "outcome" => counted
+        )
+        .increment(1);
+    }
     match (applied, outcome.is_ok()) {
         (true, true) => tracing::info!("job succeeded"),
         (true, false) => {}

@@ -28,9 +28,9 @@ pub async fn run(
     context: Arc<WorkerContext>,
     settings: &Settings,
     keys: Vec<String>,
+    slots: Arc<Semaphore>,
     shutdown: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(settings.worker.concurrency));
     let pop_timeout = settings.worker.pop_timeout_seconds.max(1);
     // A pop that outlives its own server-side timeout by this much is a dead connection.
     let pop_guard = Duration::from_secs(pop_timeout + 5);

@@ -9,12 +9,14 @@ mod fetcher;
 mod handlers;
 mod heartbeat;
 mod outcome;
+mod registry;
 
 use std::sync::Arc;
 
 use anyhow::bail;
 use quire_shared::broker;
 use quire_shared::config::Settings;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub use context::WorkerContext;
@@ -23,7 +25,14 @@ pub use outcome::JobError;
 /// Runs a worker until `shutdown` is cancelled, then drains in-flight jobs.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let context = Arc::new(WorkerContext::new(&settings)?);
-    broker::warn_unless_noeviction(&broker::build_pool(&settings.redis)?).await;
+    let redis = broker::build_pool(&settings.redis)?;
+    broker::warn_unless_noeviction(&redis).await;
+    quire_shared::admin_listener::spawn(
+        &settings.worker.admin_listen,
+        context.pool.clone(),
+        redis,
+        shutdown.clone(),
+    )?;
     let served = served_job_types(&settings, &context)?;
     let keys: Vec<String> = served
         .iter()
@@ -35,7 +44,17 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         queues = ?served,
         "worker started"
     );
-    fetcher::run(context, &settings, keys, shutdown).await;
+    let slots = Arc::new(Semaphore::new(settings.worker.concurrency));
+    let reporting = tokio::spawn(registry::run(
+        Arc::clone(&context),
+        Arc::clone(&slots),
+        settings.worker.concurrency,
+        served.clone(),
+        shutdown.clone(),
+    ));
+    fetcher::run(Arc::clone(&context), &settings, keys, slots, shutdown).await;
+    let _ = reporting.await;
+    registry::forget(&context).await;
     tracing::info!("worker stopped");
     Ok(())
 }

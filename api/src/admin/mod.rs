@@ -2,6 +2,7 @@
 //! it; logs go to stderr.
 
 mod deletion;
+mod inspect;
 mod tenants;
 
 use std::time::Duration;
@@ -31,6 +32,15 @@ pub enum Command {
         #[command(subcommand)]
         command: TenantCommand,
     },
+    /// Inspect, retry and cancel jobs.
+    Jobs {
+        #[command(subcommand)]
+        command: inspect::JobsCommand,
+    },
+    /// Jobs by type and status, outbox events and lag, Redis list lengths.
+    Stats,
+    /// Live workers and their busy slots.
+    Workers,
     /// Mint a bearer token for a member of a tenant.
     Token {
         /// Tenant id or name.
@@ -76,6 +86,9 @@ pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
             }
         }
         Command::Tenant { command } => tenants::run(command, &settings).await?,
+        Command::Jobs { command } => inspect::jobs(command, &settings).await?,
+        Command::Stats => inspect::stats(&settings).await?,
+        Command::Workers => inspect::workers(&settings).await?,
         Command::Token {
             tenant,
             user,

@@ -18,24 +18,32 @@ pub async fn healthz() -> HttpResponse {
     responses((status = 200, description = "PostgreSQL, Redis and schema ready"), (status = 503, description = "not ready; the body names the failing check"))
 )]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let (database, migrations) = match state.pool.get().await {
-        Ok(mut conn) => (
-            true,
-            quire_shared::db::migrate::is_current(&mut conn)
-                .await
-                .unwrap_or(false),
-        ),
-        Err(_) => (false, false),
-    };
-    let redis = quire_shared::broker::ping(&state.redis).await.is_ok();
-    let ready = database && migrations && redis;
-    let body = json!({
-        "status": if ready { "ready" } else { "unavailable" },
-        "checks": { "database": database, "migrations": migrations, "redis": redis },
-    });
-    if ready {
-        HttpResponse::Ok().json(body)
+    let readiness = quire_shared::health::check(&state.pool, &state.redis).await;
+    if readiness.is_ready() {
+        HttpResponse::Ok().json(readiness.to_json())
     } else {
-        HttpResponse::ServiceUnavailable().json(body)
+        HttpResponse::ServiceUnavailable().json(readiness.to_json())
     }
+}
+
+/// `GET /metrics`: the API's own counters and histograms, and the queue's state from
+/// PostgreSQL and Redis (jobs by type and status, outbox by status and lag, oldest queued
+/// job, list lengths, live workers and slots), exact at scrape time.
+#[utoipa::path(
+    get, path = "/metrics", tag = "health", security(()),
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain"))
+)]
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let mut body = quire_shared::metrics::render();
+    body.push_str(
+        &quire_shared::metrics::render_queue_state(
+            &state.pool,
+            &state.redis,
+            &state.settings.redis.namespace,
+        )
+        .await,
+    );
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(body)
 }

@@ -93,7 +93,8 @@ pub async fn retry(
         .ok_or(ApiError::NotFound)?;
     let retried = conn
         .transaction::<_, DbError, _>(async |conn| {
-            if !jobs::retry_failed_job(conn, tenant_id, document_id, job_id, fresh_attempts).await?
+            if !jobs::retry_failed_job(conn, tenant_id, Some(document_id), job_id, fresh_attempts)
+                .await?
             {
                 return Ok(false);
             }

@@ -43,6 +43,7 @@ macro_rules! route_table {
 route_table! {
     "/healthz" { get => health::healthz }
     "/readyz" { get => health::readyz }
+    "/metrics" { get => health::metrics }
     "/api/documents" { post => documents::upload, get => listing::list }
     // Before "/api/documents/{document_id}", which would take "reanalyze" for an id.
     "/api/documents/reanalyze" { post => bulk::reanalyze }

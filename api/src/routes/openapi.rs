@@ -47,6 +47,7 @@ use crate::views::{
         admin_tenants::request_deletion,
         health::healthz,
         health::readyz,
+        health::metrics,
     ),
     components(schemas(
         DocumentView,

@@ -173,6 +173,32 @@ impl TestApp {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// Runs the real `quire-admin` binary against this app's database, Redis, storage
+    /// and API; answers (success, stdout, stderr).
+    pub fn admin_cli(&self, args: &[&str]) -> (bool, String, String) {
+        let settings = &self.context.settings;
+        let port = self.address.rsplit(':').next().unwrap_or_default();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_quire-admin"))
+            .args(args)
+            .env("QUIRE_ENV", "test")
+            .env(
+                "QUIRE_CONFIG_DIR",
+                quire_shared::config::workspace_config_dir(),
+            )
+            .env("DATABASE_URL", settings.database.url.expose())
+            .env("REDIS_URL", settings.redis.url.expose())
+            .env("QUIRE__REDIS__NAMESPACE", &self.context.namespace)
+            .env("QUIRE__STORAGE__DATA_DIR", self.context.data_dir.path())
+            .env("QUIRE__SERVER__PORT", port)
+            .output()
+            .expect("run quire-admin");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).trim().to_owned(),
+            String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        )
+    }
+
     /// A connection to this app's Redis.
     pub async fn redis(&self) -> deadpool_redis::redis::aio::MultiplexedConnection {
         deadpool_redis::redis::Client::open(self.context.settings.redis.url.expose())

@@ -11,6 +11,7 @@ mod hostile;
 mod integrity;
 mod lost_messages;
 mod migrations;
+mod observability;
 mod openapi;
 mod permissions;
 mod purge;

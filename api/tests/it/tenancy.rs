@@ -2,8 +2,6 @@
 //! worker provision it; suspension refuses writes in the API and jobs in the worker; the
 //! admin CLI walk-through of the README runs against the real binary.
 
-use std::process::Command;
-
 use quire_shared::db::{members, search_indexes};
 use quire_shared::permissions::{CapabilitySet, MemberSpec};
 use quire_shared::states::JobStatus;
@@ -248,29 +246,6 @@ async fn a_suspended_tenant_reads_but_neither_writes_nor_runs_jobs() {
     assert_eq!(response.status(), 201);
 }
 
-fn admin(app: &TestApp, api_port: u16, args: &[&str]) -> (bool, String, String) {
-    let settings = &app.context.settings;
-    let output = Command::new(env!("CARGO_BIN_EXE_quire-admin"))
-        .args(args)
-        .env("QUIRE_ENV", "test")
-        .env(
-            "QUIRE_CONFIG_DIR",
-            quire_shared::config::workspace_config_dir(),
-        )
-        .env("DATABASE_URL", settings.database.url.expose())
-        .env("REDIS_URL", settings.redis.url.expose())
-        .env("QUIRE__REDIS__NAMESPACE", &app.context.namespace)
-        .env("QUIRE__STORAGE__DATA_DIR", app.context.data_dir.path())
-        .env("QUIRE__SERVER__PORT", api_port.to_string())
-        .output()
-        .expect("run quire-admin");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).trim().to_owned(),
-        String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-    )
-}
-
 /// The README's admin walk-through, with the real `quire-admin` binary: create a tenant,
 /// mint a member token, suspend, reset, delete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,15 +253,9 @@ async fn the_admin_cli_walk_through_of_the_readme_works() {
     let app = TestApp::spawn().await;
     app.start_dispatcher();
     let _worker = app.start_worker();
-    let port: u16 = app
-        .address
-        .rsplit(':')
-        .next()
-        .and_then(|port| port.parse().ok())
-        .expect("api port");
     let (owner, stranger) = (Uuid::now_v7().to_string(), Uuid::now_v7().to_string());
     let run = |args: &[&str]| {
-        let (ok, out, err) = admin(&app, port, args);
+        let (ok, out, err) = app.admin_cli(args);
         assert!(ok, "quire-admin {args:?} failed: {err}");
         out
     };
@@ -306,11 +275,7 @@ async fn the_admin_cli_walk_through_of_the_readme_works() {
         tenant
     );
     let token = run(&["token", "--tenant", "walk", "--user", &owner]);
-    let (ok, _, err) = admin(
-        &app,
-        port,
-        &["token", "--tenant", "walk", "--user", &stranger],
-    );
+    let (ok, _, err) = app.admin_cli(&["token", "--tenant", "walk", "--user", &stranger]);
     assert!(!ok && err.contains("not a member"), "{err}");
     let response = app
         .upload_as(&token, b"walk-through bytes".to_vec(), "w.txt")
@@ -344,19 +309,15 @@ async fn the_admin_cli_walk_through_of_the_readme_works() {
         "{body}"
     );
 
-    let (ok, _, err) = admin(
-        &app,
-        port,
-        &[
-            "tenant",
-            "delete",
-            "--tenant",
-            &tenant,
-            "--name",
-            "not-walk",
-            "--remove-tenant",
-        ],
-    );
+    let (ok, _, err) = app.admin_cli(&[
+        "tenant",
+        "delete",
+        "--tenant",
+        &tenant,
+        "--name",
+        "not-walk",
+        "--remove-tenant",
+    ]);
     assert!(!ok && err.contains("tenant_mismatch"), "{err}");
     let out = run(&[
         "tenant",

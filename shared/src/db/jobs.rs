@@ -123,6 +123,10 @@ pub async fn enqueue<P: Serialize>(
     .bind::<Jsonb, _>(message)
     .execute(conn)
     .await?;
+    if inserted == 1 {
+        metrics::counter!(crate::metrics::JOBS_ENQUEUED, "type" => job.job_type.as_str())
+            .increment(1);
+    }
     Ok((inserted == 1).then_some(Enqueued { job_id, event_id }))
 }
 
@@ -322,7 +326,7 @@ pub async fn heartbeat(
 pub async fn retry_failed_job(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
-    document_id: Uuid,
+    document_id: Option<Uuid>,
     job_id: Uuid,
     fresh_attempts: i32,
 ) -> Result<bool, DbError> {
@@ -335,7 +339,8 @@ pub async fn retry_failed_job(
                  started_at = NULL, finished_at = NULL, error_code = NULL, error_message = NULL, \
                  queued_at = now(), updated_at = now() \
              FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
-             WHERE j.id = $1 AND j.tenant_id = $2 AND j.document_id = $3 AND j.status = 'FAILED' \
+             WHERE j.id = $1 AND j.tenant_id = $2 AND j.document_id IS NOT DISTINCT FROM $3 \
+               AND j.status = 'FAILED' \
              RETURNING j.id, j.tenant_id, j.job_type, prev.previous), \
          event AS ( \
              INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
@@ -347,7 +352,7 @@ pub async fn retry_failed_job(
     )
     .bind::<SqlUuid, _>(job_id)
     .bind::<SqlUuid, _>(tenant_id)
-    .bind::<SqlUuid, _>(document_id)
+    .bind::<Nullable<SqlUuid>, _>(document_id)
     .bind::<SqlUuid, _>(event_id)
     .bind::<Int4, _>(fresh_attempts)
     .get_result::<Count>(conn)
@@ -381,7 +386,9 @@ pub async fn cancel_document_jobs(
     .bind::<SqlUuid, _>(document_id)
     .get_result::<Count>(conn)
     .await?;
-    Ok(usize::try_from(cancelled.count).unwrap_or(0))
+    let cancelled = usize::try_from(cancelled.count).unwrap_or(0);
+    metrics::counter!(crate::metrics::JOBS_CANCELLED).increment(cancelled as u64);
+    Ok(cancelled)
 }
 
 /// `QUEUED | RUNNING → CANCELLED` for the given jobs and their undelivered events
@@ -408,7 +415,9 @@ pub async fn cancel_jobs(
     .bind::<Text, _>(bounded(safe_message))
     .get_result::<Count>(conn)
     .await?;
-    Ok(usize::try_from(cancelled.count).unwrap_or(0))
+    let cancelled = usize::try_from(cancelled.count).unwrap_or(0);
+    metrics::counter!(crate::metrics::JOBS_CANCELLED).increment(cancelled as u64);
+    Ok(cancelled)
 }
 
 /// `QUEUED → CANCELLED` for a document's queued jobs of one type, and their undelivered
@@ -439,7 +448,9 @@ pub async fn cancel_queued_document_jobs(
     .bind::<Text, _>(bounded(safe_message))
     .get_result::<Count>(conn)
     .await?;
-    Ok(usize::try_from(cancelled.count).unwrap_or(0))
+    let cancelled = usize::try_from(cancelled.count).unwrap_or(0);
+    metrics::counter!(crate::metrics::JOBS_CANCELLED).increment(cancelled as u64);
+    Ok(cancelled)
 }
 
 /// The jobs of one of this tenant's documents, oldest first.
@@ -493,6 +504,41 @@ pub async fn list_tenant_jobs(
         .filter(processing_jobs::tenant_id.eq(tenant_id))
         .filter(processing_jobs::document_id.is_null())
         .order((processing_jobs::queued_at.asc(), processing_jobs::id.asc()))
+        .select(Job::as_select())
+        .load(conn)
+        .await?)
+}
+
+/// What an operator filters jobs by.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub status: Option<JobStatus>,
+    pub job_type: Option<String>,
+    pub tenant_id: Option<Uuid>,
+    pub limit: i64,
+}
+
+/// Jobs matching `filter`, newest first (operators: the admin CLI and the dashboard).
+pub async fn list_jobs(
+    conn: &mut AsyncPgConnection,
+    filter: &JobFilter,
+) -> Result<Vec<Job>, DbError> {
+    let mut query = processing_jobs::table.into_boxed();
+    if let Some(status) = filter.status {
+        query = query.filter(processing_jobs::status.eq(status));
+    }
+    if let Some(job_type) = &filter.job_type {
+        query = query.filter(processing_jobs::job_type.eq(job_type.clone()));
+    }
+    if let Some(tenant_id) = filter.tenant_id {
+        query = query.filter(processing_jobs::tenant_id.eq(tenant_id));
+    }
+    Ok(query
+        .order((
+            processing_jobs::queued_at.desc(),
+            processing_jobs::id.desc(),
+        ))
+        .limit(filter.limit)
         .select(Job::as_select())
         .load(conn)
         .await?)

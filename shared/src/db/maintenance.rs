@@ -284,6 +284,8 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
     .get_result::<Count>(conn)
     .await?
     .count;
+    // Rows of workers that died without saying goodbye.
+    super::workers::prune_gone(conn).await?;
     Ok(Pruned {
         events: usize::try_from(events).unwrap_or(0),
         jobs: usize::try_from(jobs).unwrap_or(0),

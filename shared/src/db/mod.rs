@@ -13,8 +13,10 @@ pub mod nonces;
 pub mod outbox;
 pub mod schema;
 pub mod search_indexes;
+pub mod stats;
 pub mod tenant_data;
 pub mod tenants;
+pub mod workers;
 
 use std::time::Duration;
 

@@ -166,6 +166,19 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    workers (id) {
+        id -> Text,
+        host -> Text,
+        pid -> Int4,
+        slots -> Int4,
+        busy -> Int4,
+        queues -> Array<Text>,
+        started_at -> Timestamptz,
+        last_seen_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -186,4 +199,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     search_indexes,
     used_nonces,
     assets,
+    workers,
 );

@@ -15,7 +15,7 @@ mod oracle;
 mod poison;
 mod postgres_restart;
 mod redis_restarts;
-mod stack;
+pub mod stack;
 
 use tokio::sync::{Mutex, MutexGuard};
 

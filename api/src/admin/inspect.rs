@@ -1,0 +1,164 @@
+//! `quire-admin jobs …`, `stats`, `workers`: the numbers the metrics and the dashboard
+//! show, from the same queries, and the operator's two actions on a job.
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use quire_shared::config::Settings;
+use quire_shared::db::jobs::{self, Job, JobFilter};
+use quire_shared::db::{stats, workers};
+use quire_shared::states::JobStatus;
+use uuid::Uuid;
+
+use super::connect;
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Jobs, newest first: id, type, status, attempts, queued at, error code.
+    List {
+        /// QUEUED, RUNNING, SUCCEEDED, FAILED or CANCELLED.
+        #[arg(long, value_parser = parse_status)]
+        status: Option<JobStatus>,
+        #[arg(long = "type")]
+        job_type: Option<String>,
+        #[arg(long)]
+        tenant: Option<Uuid>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// One job as JSON (its payload included: operators may see it, clients never do).
+    Show { id: Uuid },
+    /// Queue a FAILED job again with a fresh attempt budget.
+    Retry { id: Uuid },
+    /// Cancel a QUEUED or RUNNING job (a running handler stops at its next heartbeat).
+    Cancel { id: Uuid },
+}
+
+fn parse_status(text: &str) -> Result<JobStatus, String> {
+    JobStatus::parse(&text.to_ascii_uppercase())
+        .ok_or_else(|| "one of QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED".to_owned())
+}
+
+fn line(job: &Job) -> String {
+    format!(
+        "{}\t{}\t{}\t{}/{}\t{}\t{}",
+        job.id,
+        job.job_type,
+        job.status,
+        job.attempts,
+        job.max_attempts,
+        job.queued_at,
+        job.error_code.as_deref().unwrap_or("-")
+    )
+}
+
+pub async fn jobs(command: JobsCommand, settings: &Settings) -> anyhow::Result<()> {
+    let pool = connect(settings).await?;
+    let mut conn = pool.get().await?;
+    match command {
+        JobsCommand::List {
+            status,
+            job_type,
+            tenant,
+            limit,
+        } => {
+            let filter = JobFilter {
+                status,
+                job_type,
+                tenant_id: tenant,
+                limit: limit.clamp(1, 10_000),
+            };
+            for job in jobs::list_jobs(&mut conn, &filter).await? {
+                println!("{}", line(&job));
+            }
+        }
+        JobsCommand::Show { id } => {
+            let job = jobs::find_job(&mut conn, id)
+                .await?
+                .context("no such job")?;
+            let view = serde_json::json!({
+                "id": job.id, "tenant_id": job.tenant_id, "document_id": job.document_id,
+                "type": job.job_type, "status": job.status, "attempts": job.attempts,
+                "max_attempts": job.max_attempts, "worker_id": job.worker_id,
+                "payload": job.payload, "queued_at": job.queued_at.to_string(),
+                "started_at": job.started_at.map(|at| at.to_string()),
+                "finished_at": job.finished_at.map(|at| at.to_string()),
+                "lease_expires_at": job.lease_expires_at.map(|at| at.to_string()),
+                "error_code": job.error_code, "error_message": job.error_message,
+            });
+            println!("{}", serde_json::to_string_pretty(&view)?);
+        }
+        JobsCommand::Retry { id } => {
+            let job = jobs::find_job(&mut conn, id)
+                .await?
+                .context("no such job")?;
+            let configured = settings.jobs.max_attempts;
+            let fresh = quire_shared::catalogue::JobType::parse(&job.job_type)
+                .map_or(configured, |job_type| job_type.max_attempts(configured));
+            if !jobs::retry_failed_job(&mut conn, job.tenant_id, job.document_id, id, fresh).await?
+            {
+                bail!("job {id} is {}, not FAILED: nothing to retry", job.status);
+            }
+            println!("{id}\tQUEUED");
+        }
+        JobsCommand::Cancel { id } => {
+            if jobs::cancel_jobs(&mut conn, &[id], "cancelled by an operator").await? == 0 {
+                let status = jobs::find_job(&mut conn, id)
+                    .await?
+                    .map_or("missing".to_owned(), |job| job.status.to_string());
+                bail!("job {id} is {status}: only QUEUED or RUNNING jobs can be cancelled");
+            }
+            println!("{id}\tCANCELLED");
+        }
+    }
+    Ok(())
+}
+
+/// Jobs by type and status, the outbox, list lengths and lags.
+pub async fn stats(settings: &Settings) -> anyhow::Result<()> {
+    let pool = connect(settings).await?;
+    let mut conn = pool.get().await?;
+    println!("jobs");
+    for row in stats::jobs_by_type_and_status(&mut conn).await? {
+        println!("  {}\t{}\t{}", row.job_type, row.status, row.count);
+    }
+    println!("outbox events");
+    for row in stats::events_by_status(&mut conn).await? {
+        println!("  {}\t{}", row.status, row.count);
+    }
+    let ages = stats::ages(&mut conn).await?;
+    println!("outbox lag\t{:.3}s", ages.outbox_lag_seconds);
+    println!("oldest queued job\t{:.3}s", ages.oldest_queued_seconds);
+    let redis = quire_shared::broker::build_pool(&settings.redis)?;
+    let types: Vec<&str> = quire_shared::catalogue::JobType::public()
+        .map(|job_type| job_type.as_str())
+        .collect();
+    match quire_shared::broker::queue_lengths(&redis, &settings.redis.namespace, &types).await {
+        Ok(lengths) => {
+            println!("redis lists");
+            for (queue, length) in lengths {
+                println!("  {queue}\t{length}");
+            }
+        }
+        Err(error) => println!("redis lists\tunavailable ({error})"),
+    }
+    Ok(())
+}
+
+/// Live workers: id, host, pid, busy/total slots, queues, last seen.
+pub async fn workers(settings: &Settings) -> anyhow::Result<()> {
+    let pool = connect(settings).await?;
+    let mut conn = pool.get().await?;
+    for worker in workers::live(&mut conn).await? {
+        println!(
+            "{}\t{}\t{}\t{}/{}\t{}\t{}",
+            worker.id,
+            worker.host,
+            worker.pid,
+            worker.busy,
+            worker.slots,
+            worker.queues.join(","),
+            worker.last_seen_at
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! The small HTTP listener of the dispatcher and the worker: `/healthz`, `/readyz` and
+//! `/metrics`, on the address their `admin_listen` setting names (empty: none). The API
+//! serves the same three routes on its own server.
+
+use std::net::TcpListener;
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::PgPool;
+use crate::health;
+
+struct Probes {
+    pool: PgPool,
+    redis: deadpool_redis::Pool,
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn readyz(probes: web::Data<Probes>) -> HttpResponse {
+    let readiness = health::check(&probes.pool, &probes.redis).await;
+    if readiness.is_ready() {
+        HttpResponse::Ok().json(readiness.to_json())
+    } else {
+        HttpResponse::ServiceUnavailable().json(readiness.to_json())
+    }
+}
+
+async fn metrics() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(crate::metrics::render())
+}
+
+/// Binds `address` and serves until `shutdown`; returns the bound port (useful with
+/// port 0). `None` when `address` is empty.
+pub fn spawn(
+    address: &str,
+    pool: PgPool,
+    redis: deadpool_redis::Pool,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Option<u16>> {
+    if address.is_empty() {
+        return Ok(None);
+    }
+    crate::metrics::install();
+    let listener = TcpListener::bind(address)
+        .with_context(|| format!("failed to bind the admin listener {address}"))?;
+    let port = listener
+        .local_addr()
+        .context("admin listener has no address")?
+        .port();
+    let probes = web::Data::new(Probes { pool, redis });
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(probes.clone())
+            .route("/healthz", web::get().to(healthz))
+            .route("/readyz", web::get().to(readyz))
+            .route("/metrics", web::get().to(metrics))
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(1)
+    .listen(listener)
+    .context("admin listener failed to listen")?
+    .run();
+    let handle = server.handle();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        handle.stop(true).await;
+    });
+    tokio::spawn(server);
+    tracing::info!(port, "admin listener serving /healthz, /readyz, /metrics");
+    Ok(Some(port))
+}

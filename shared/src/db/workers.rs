@@ -1,0 +1,90 @@
+//! The live-worker registry (operators only; the job path never reads it).
+
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use time::OffsetDateTime;
+
+use super::DbError;
+use super::schema::workers;
+
+/// A worker not seen for this long is gone (its heartbeat runs every few seconds).
+pub const LIVE_WITHIN_SECONDS: i64 = 30;
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = workers, check_for_backend(diesel::pg::Pg))]
+pub struct WorkerRow {
+    pub id: String,
+    pub host: String,
+    pub pid: i32,
+    pub slots: i32,
+    pub busy: i32,
+    pub queues: Vec<String>,
+    pub started_at: OffsetDateTime,
+    pub last_seen_at: OffsetDateTime,
+}
+
+/// What a worker reports of itself.
+#[derive(Debug, Clone)]
+pub struct WorkerReport<'a> {
+    pub id: &'a str,
+    pub host: &'a str,
+    pub pid: i32,
+    pub slots: i32,
+    pub busy: i32,
+    pub queues: &'a [String],
+}
+
+/// Inserts or refreshes the worker's row.
+pub async fn report(
+    conn: &mut AsyncPgConnection,
+    worker: &WorkerReport<'_>,
+) -> Result<(), DbError> {
+    diesel::insert_into(workers::table)
+        .values((
+            workers::id.eq(worker.id),
+            workers::host.eq(worker.host),
+            workers::pid.eq(worker.pid),
+            workers::slots.eq(worker.slots),
+            workers::busy.eq(worker.busy),
+            workers::queues.eq(worker.queues),
+        ))
+        .on_conflict(workers::id)
+        .do_update()
+        .set((
+            workers::busy.eq(worker.busy),
+            workers::slots.eq(worker.slots),
+            workers::last_seen_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Removes the worker's row (a clean stop).
+pub async fn remove(conn: &mut AsyncPgConnection, id: &str) -> Result<(), DbError> {
+    diesel::delete(workers::table.find(id))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Workers seen within `LIVE_WITHIN_SECONDS`, by id.
+pub async fn live(conn: &mut AsyncPgConnection) -> Result<Vec<WorkerRow>, DbError> {
+    let since = OffsetDateTime::now_utc() - time::Duration::seconds(LIVE_WITHIN_SECONDS);
+    Ok(workers::table
+        .filter(workers::last_seen_at.gt(since))
+        .order(workers::id.asc())
+        .select(WorkerRow::as_select())
+        .load(conn)
+        .await?)
+}
+
+/// Forgets workers not seen for an hour (dispatcher maintenance).
+pub async fn prune_gone(conn: &mut AsyncPgConnection) -> Result<usize, DbError> {
+    let before = OffsetDateTime::now_utc() - time::Duration::hours(1);
+    Ok(
+        diesel::delete(workers::table.filter(workers::last_seen_at.lt(before)))
+            .execute(conn)
+            .await?,
+    )
+}

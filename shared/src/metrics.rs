@@ -1,0 +1,143 @@
+//! Prometheus metrics. Every process records counters and histograms of what it does
+//! itself through the `metrics` facade; the API (the one process every deployment has)
+//! also publishes the queue's state from PostgreSQL and Redis at each scrape, so those
+//! gauges are exact, never stale. Names follow Prometheus conventions.
+//!
+//! Counters are recorded when the statement that makes the change succeeded; a
+//! transaction rolled back afterwards (rare: the caller's own later failure) still
+//! counts once.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::catalogue::JobType;
+use crate::db::{PgPool, stats, workers};
+
+pub const JOBS_ENQUEUED: &str = "quire_jobs_enqueued_total";
+pub const JOBS_CLAIMED: &str = "quire_jobs_claimed_total";
+/// Label `outcome`: succeeded, failed, retried, cancelled.
+pub const JOBS_FINISHED: &str = "quire_jobs_finished_total";
+pub const JOBS_CANCELLED: &str = "quire_jobs_cancelled_total";
+pub const JOB_RUN_SECONDS: &str = "quire_job_run_seconds";
+pub const JOB_QUEUE_WAIT_SECONDS: &str = "quire_job_queue_wait_seconds";
+pub const DUPLICATES_SKIPPED: &str = "quire_duplicate_deliveries_skipped_total";
+pub const PUBLISH_BATCH_SIZE: &str = "quire_publish_batch_size";
+pub const PUBLISH_FAILURES: &str = "quire_publish_failures_total";
+pub const EVENTS_PUBLISHED: &str = "quire_events_published_total";
+pub const RESCUES: &str = "quire_rescued_jobs_total";
+pub const REPUBLISHED: &str = "quire_lost_messages_republished_total";
+pub const WORKER_SLOTS: &str = "quire_worker_slots";
+pub const WORKER_SLOTS_BUSY: &str = "quire_worker_slots_busy";
+// Queue state, from the database and Redis at each scrape of the API.
+pub const JOBS: &str = "quire_jobs";
+pub const OUTBOX_EVENTS: &str = "quire_outbox_events";
+pub const OUTBOX_LAG_SECONDS: &str = "quire_outbox_lag_seconds";
+pub const OLDEST_QUEUED_SECONDS: &str = "quire_oldest_queued_job_seconds";
+pub const QUEUE_LENGTH: &str = "quire_queue_length";
+pub const WORKERS_LIVE: &str = "quire_workers_live";
+pub const LIVE_SLOTS: &str = "quire_live_worker_slots";
+pub const LIVE_SLOTS_BUSY: &str = "quire_live_worker_slots_busy";
+
+/// Seconds, from a millisecond to ten minutes.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 600.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process's recorder once and returns the handle that renders it.
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets(SECONDS_BUCKETS)
+                .unwrap_or_else(|_| PrometheusBuilder::new());
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may be installed already (tests embed several components
+            // in one process): this handle then renders an empty registry.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// The process's own metrics in the text format.
+pub fn render() -> String {
+    let handle = install();
+    handle.run_upkeep();
+    handle.render()
+}
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The queue's state from PostgreSQL and Redis, in the text format (gauges, exact at
+/// scrape time). A source that does not answer is left out, never reported as zero.
+pub async fn render_queue_state(
+    pool: &PgPool,
+    redis: &deadpool_redis::Pool,
+    namespace: &str,
+) -> String {
+    let mut out = String::new();
+    if let Ok(mut conn) = pool.get().await {
+        if let Ok(counts) = stats::jobs_by_type_and_status(&mut conn).await {
+            out.push_str(&format!("# TYPE {JOBS} gauge\n"));
+            for row in counts {
+                out.push_str(&format!(
+                    "{JOBS}{{type=\"{}\",status=\"{}\"}} {}\n",
+                    escape(&row.job_type),
+                    escape(&row.status),
+                    row.count
+                ));
+            }
+        }
+        if let Ok(counts) = stats::events_by_status(&mut conn).await {
+            out.push_str(&format!("# TYPE {OUTBOX_EVENTS} gauge\n"));
+            for row in counts {
+                out.push_str(&format!(
+                    "{OUTBOX_EVENTS}{{status=\"{}\"}} {}\n",
+                    escape(&row.status),
+                    row.count
+                ));
+            }
+        }
+        if let Ok(ages) = stats::ages(&mut conn).await {
+            out.push_str(&format!(
+                "# TYPE {OUTBOX_LAG_SECONDS} gauge\n{OUTBOX_LAG_SECONDS} {}\n\
+                 # TYPE {OLDEST_QUEUED_SECONDS} gauge\n{OLDEST_QUEUED_SECONDS} {}\n",
+                ages.outbox_lag_seconds, ages.oldest_queued_seconds
+            ));
+        }
+        if let Ok(live) = workers::live(&mut conn).await {
+            let slots: i64 = live.iter().map(|worker| i64::from(worker.slots)).sum();
+            let busy: i64 = live.iter().map(|worker| i64::from(worker.busy)).sum();
+            out.push_str(&format!(
+                "# TYPE {WORKERS_LIVE} gauge\n{WORKERS_LIVE} {}\n\
+                 # TYPE {LIVE_SLOTS} gauge\n{LIVE_SLOTS} {slots}\n\
+                 # TYPE {LIVE_SLOTS_BUSY} gauge\n{LIVE_SLOTS_BUSY} {busy}\n",
+                live.len()
+            ));
+        }
+    }
+    let types: Vec<&str> = JobType::ALL
+        .iter()
+        .map(|job_type| job_type.as_str())
+        .collect();
+    if let Ok(lengths) = crate::broker::queue_lengths(redis, namespace, &types).await {
+        out.push_str(&format!("# TYPE {QUEUE_LENGTH} gauge\n"));
+        for (queue, length) in lengths {
+            out.push_str(&format!(
+                "{QUEUE_LENGTH}{{queue=\"{}\"}} {length}\n",
+                escape(&queue)
+            ));
+        }
+    }
+    out
+}
