@@ -29,6 +29,7 @@ pub async fn middleware(
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     // Downloads answer the file's own type; the API browser is HTML; metrics are text.
     let download = req.path() == "/metrics"
+        || req.path().starts_with("/ops")
         || req.path().ends_with("/content")
         || req.path().ends_with("/thumbnail")
         || req.path().starts_with("/api/docs");

@@ -5,6 +5,7 @@ mod accept_guard;
 pub mod admin;
 mod auth;
 mod error;
+mod ops;
 mod problem_fallback;
 mod request_id;
 pub mod routes;
@@ -85,6 +86,7 @@ impl Application {
                         }),
                 )
                 .configure(routes::configure)
+                .configure(ops::configure)
                 .default_service(web::to(|| async {
                     Err::<actix_web::HttpResponse, _>(ApiError::NotFound)
                 }))

@@ -172,6 +172,12 @@ impl Publisher {
                 .ok()
                 .and_then(|message| {
                     let task_id = Uuid::now_v7();
+                    tracing::debug!(
+                        event_id = %event.id,
+                        job_id = %event.job_id,
+                        request_id = message.request_id.as_deref().unwrap_or_default(),
+                        "publishing event"
+                    );
                     let wire = WireMessage::publish(message, task_id, now);
                     serde_json::to_string(&wire)
                         .ok()

@@ -62,7 +62,8 @@ pub async fn jobs(command: JobsCommand, settings: &Settings) -> anyhow::Result<(
             limit,
         } => {
             let filter = JobFilter {
-                status,
+                statuses: status.into_iter().collect(),
+                oldest_first: false,
                 job_type,
                 tenant_id: tenant,
                 limit: limit.clamp(1, 10_000),

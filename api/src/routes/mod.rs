@@ -19,6 +19,7 @@ use actix_web::{HttpResponse, Resource, web};
 
 use crate::error::ApiError;
 
+pub(crate) use documents::connection;
 pub use openapi::ApiDoc;
 
 async fn method_not_allowed() -> Result<HttpResponse, ApiError> {

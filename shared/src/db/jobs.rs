@@ -512,7 +512,10 @@ pub async fn list_tenant_jobs(
 /// What an operator filters jobs by.
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
-    pub status: Option<JobStatus>,
+    /// Any of these (all when empty).
+    pub statuses: Vec<JobStatus>,
+    /// Oldest queued first instead of newest first.
+    pub oldest_first: bool,
     pub job_type: Option<String>,
     pub tenant_id: Option<Uuid>,
     pub limit: i64,
@@ -524,8 +527,8 @@ pub async fn list_jobs(
     filter: &JobFilter,
 ) -> Result<Vec<Job>, DbError> {
     let mut query = processing_jobs::table.into_boxed();
-    if let Some(status) = filter.status {
-        query = query.filter(processing_jobs::status.eq(status));
+    if !filter.statuses.is_empty() {
+        query = query.filter(processing_jobs::status.eq_any(filter.statuses.clone()));
     }
     if let Some(job_type) = &filter.job_type {
         query = query.filter(processing_jobs::job_type.eq(job_type.clone()));
@@ -533,11 +536,15 @@ pub async fn list_jobs(
     if let Some(tenant_id) = filter.tenant_id {
         query = query.filter(processing_jobs::tenant_id.eq(tenant_id));
     }
-    Ok(query
-        .order((
+    query = if filter.oldest_first {
+        query.order((processing_jobs::queued_at.asc(), processing_jobs::id.asc()))
+    } else {
+        query.order((
             processing_jobs::queued_at.desc(),
             processing_jobs::id.desc(),
         ))
+    };
+    Ok(query
         .limit(filter.limit)
         .select(Job::as_select())
         .load(conn)

@@ -67,3 +67,62 @@ pub async fn ages(conn: &mut AsyncPgConnection) -> Result<Ages, DbError> {
     .get_result(conn)
     .await?)
 }
+
+#[derive(Debug, Clone, PartialEq, diesel::QueryableByName)]
+pub struct MinuteCount {
+    /// Minutes ago, 0 (this minute) to 59.
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub minutes_ago: i32,
+    #[diesel(sql_type = Text)]
+    pub status: String,
+    #[diesel(sql_type = BigInt)]
+    pub count: i64,
+}
+
+/// Jobs finished per minute over the last hour, by final status (the dashboard's chart).
+pub async fn finished_per_minute(
+    conn: &mut AsyncPgConnection,
+) -> Result<Vec<MinuteCount>, DbError> {
+    Ok(diesel::sql_query(
+        "SELECT (extract(epoch FROM date_trunc('minute', now()) - date_trunc('minute', finished_at)) / 60)::int \
+                AS minutes_ago, status, count(*) AS count \
+         FROM processing_jobs \
+         WHERE finished_at > date_trunc('minute', now()) - interval '59 minutes' \
+         GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .load(conn)
+    .await?)
+}
+
+#[derive(Debug, Clone, PartialEq, diesel::QueryableByName)]
+pub struct QueueRow {
+    #[diesel(sql_type = Text)]
+    pub job_type: String,
+    #[diesel(sql_type = BigInt)]
+    pub queued: i64,
+    #[diesel(sql_type = BigInt)]
+    pub running: i64,
+    /// Finished in the last hour: the queue's throughput.
+    #[diesel(sql_type = BigInt)]
+    pub succeeded_last_hour: i64,
+    #[diesel(sql_type = BigInt)]
+    pub failed_last_hour: i64,
+}
+
+/// Per job type: waiting, running, and the last hour's throughput.
+pub async fn queues(conn: &mut AsyncPgConnection) -> Result<Vec<QueueRow>, DbError> {
+    Ok(diesel::sql_query(
+        "SELECT job_type, \
+                count(*) FILTER (WHERE status = 'QUEUED') AS queued, \
+                count(*) FILTER (WHERE status = 'RUNNING') AS running, \
+                count(*) FILTER (WHERE status = 'SUCCEEDED' AND finished_at > now() - interval '1 hour') \
+                  AS succeeded_last_hour, \
+                count(*) FILTER (WHERE status = 'FAILED' AND finished_at > now() - interval '1 hour') \
+                  AS failed_last_hour \
+         FROM processing_jobs \
+         WHERE status IN ('QUEUED', 'RUNNING') OR finished_at > now() - interval '1 hour' \
+         GROUP BY job_type ORDER BY job_type",
+    )
+    .load(conn)
+    .await?)
+}

@@ -1,0 +1,228 @@
+//! `/ops`: the operator dashboard. Server-rendered HTML without script: queue depths and
+//! throughput, jobs finished per minute over the last hour, outbox lag, live workers
+//! and their slots, failed jobs with their safe error and a retry button, queued and
+//! running jobs with a cancel button. Sign-in takes an operator token; see `session`.
+
+mod page;
+mod session;
+
+use actix_web::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, LOCATION};
+use actix_web::{HttpRequest, HttpResponse, web};
+use quire_shared::db::jobs::{self, JobFilter};
+use quire_shared::db::{stats, workers};
+use quire_shared::states::JobStatus;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::routes::connection;
+use crate::state::AppState;
+
+const POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
+                      frame-ancestors 'none'; base-uri 'none'";
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/ops", web::get().to(overview))
+        .route("/ops/login", web::get().to(login_form))
+        .route("/ops/login", web::post().to(login))
+        .route("/ops/logout", web::post().to(logout))
+        .route("/ops/jobs/{job_id}/retry", web::post().to(retry))
+        .route("/ops/jobs/{job_id}/cancel", web::post().to(cancel));
+}
+
+fn html(body: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((CONTENT_SECURITY_POLICY, POLICY))
+        .insert_header((CACHE_CONTROL, "no-store"))
+        .insert_header(("X-Frame-Options", "DENY"))
+        .body(body)
+}
+
+fn see_other(to: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((LOCATION, to.to_owned()))
+        .finish()
+}
+
+#[derive(Deserialize)]
+struct Notice {
+    notice: Option<String>,
+}
+
+async fn overview(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    query: web::Query<Notice>,
+) -> Result<HttpResponse, ApiError> {
+    let Some((session, operator)) = session::operator(&state.settings.auth, &req) else {
+        return Ok(see_other("/ops/login"));
+    };
+    let mut conn = connection(&state).await?;
+    let list = |statuses: Vec<JobStatus>, oldest_first: bool| JobFilter {
+        statuses,
+        oldest_first,
+        job_type: None,
+        tenant_id: None,
+        limit: 20,
+    };
+    let types: Vec<&str> = quire_shared::catalogue::JobType::ALL
+        .iter()
+        .map(|job_type| job_type.as_str())
+        .collect();
+    let view = page::Overview {
+        csrf: session::csrf_token(&state.settings.auth, &session),
+        operator,
+        ages: stats::ages(&mut conn).await?,
+        events: stats::events_by_status(&mut conn).await?,
+        queues: stats::queues(&mut conn).await?,
+        list_lengths: quire_shared::broker::queue_lengths(
+            &state.redis,
+            &state.settings.redis.namespace,
+            &types,
+        )
+        .await
+        .unwrap_or_default(),
+        per_minute: stats::finished_per_minute(&mut conn).await?,
+        workers: workers::live(&mut conn).await?,
+        failed: jobs::list_jobs(&mut conn, &list(vec![JobStatus::Failed], false)).await?,
+        active: jobs::list_jobs(
+            &mut conn,
+            &list(vec![JobStatus::Queued, JobStatus::Running], true),
+        )
+        .await?,
+        finished: jobs::list_jobs(
+            &mut conn,
+            &list(
+                vec![
+                    JobStatus::Succeeded,
+                    JobStatus::Failed,
+                    JobStatus::Cancelled,
+                ],
+                false,
+            ),
+        )
+        .await?,
+        notice: query.into_inner().notice,
+    };
+    Ok(html(page::overview(&view)))
+}
+
+async fn login_form(state: web::Data<AppState>) -> HttpResponse {
+    let cookie = session::login_cookie();
+    let csrf = session::csrf_token(&state.settings.auth, cookie.value());
+    let mut response = html(page::login(&csrf, None));
+    let _ = response.add_cookie(&cookie);
+    response
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+    csrf: String,
+}
+
+async fn login(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    form: web::Form<LoginForm>,
+) -> Result<HttpResponse, ApiError> {
+    let auth = &state.settings.auth;
+    let pre_session = req
+        .cookie(session::LOGIN_COOKIE)
+        .map(|cookie| cookie.value().to_owned())
+        .unwrap_or_default();
+    if pre_session.is_empty() || !session::csrf_matches(auth, &pre_session, &form.csrf) {
+        return Err(ApiError::forbidden(
+            "csrf_failed",
+            "the sign-in form expired: load it again",
+        ));
+    }
+    let Ok(claims) = quire_shared::auth::verify_admin(auth, form.token.trim()) else {
+        let csrf = session::csrf_token(auth, &pre_session);
+        let mut response = html(page::login(
+            &csrf,
+            Some("That is not a valid operator token."),
+        ));
+        *response.status_mut() = actix_web::http::StatusCode::UNAUTHORIZED;
+        return Ok(response);
+    };
+    tracing::info!(operator = %claims.sub, "operator signed in to the dashboard");
+    let cookie = session::session_cookie(auth, &claims.sub)?;
+    let mut response = see_other("/ops");
+    let _ = response.add_cookie(&cookie);
+    let _ = response.add_cookie(&session::cleared(session::LOGIN_COOKIE));
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct ActionForm {
+    csrf: String,
+}
+
+/// The operator of a state-changing request, with its CSRF token checked.
+fn authorized(state: &AppState, req: &HttpRequest, form: &ActionForm) -> Result<String, ApiError> {
+    let (session, operator) =
+        session::operator(&state.settings.auth, req).ok_or(ApiError::Unauthorized)?;
+    if !session::csrf_matches(&state.settings.auth, &session, &form.csrf) {
+        return Err(ApiError::forbidden(
+            "csrf_failed",
+            "the form expired: reload the page",
+        ));
+    }
+    Ok(operator)
+}
+
+async fn logout(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    form: web::Form<ActionForm>,
+) -> Result<HttpResponse, ApiError> {
+    authorized(&state, &req, &form)?;
+    let mut response = see_other("/ops/login");
+    let _ = response.add_cookie(&session::cleared(session::SESSION_COOKIE));
+    Ok(response)
+}
+
+async fn retry(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<Uuid>,
+    form: web::Form<ActionForm>,
+) -> Result<HttpResponse, ApiError> {
+    let operator = authorized(&state, &req, &form)?;
+    let job_id = path.into_inner();
+    let mut conn = connection(&state).await?;
+    let Some(job) = jobs::find_job(&mut conn, job_id).await? else {
+        return Ok(see_other("/ops?notice=no+such+job"));
+    };
+    let configured = state.settings.jobs.max_attempts;
+    let fresh = quire_shared::catalogue::JobType::parse(&job.job_type)
+        .map_or(configured, |job_type| job_type.max_attempts(configured));
+    let retried =
+        jobs::retry_failed_job(&mut conn, job.tenant_id, job.document_id, job_id, fresh).await?;
+    tracing::info!(%operator, %job_id, retried, "operator retried a job");
+    Ok(see_other(if retried {
+        "/ops?notice=job+queued+again"
+    } else {
+        "/ops?notice=the+job+is+not+FAILED+any+more"
+    }))
+}
+
+async fn cancel(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<Uuid>,
+    form: web::Form<ActionForm>,
+) -> Result<HttpResponse, ApiError> {
+    let operator = authorized(&state, &req, &form)?;
+    let job_id = path.into_inner();
+    let mut conn = connection(&state).await?;
+    let cancelled = jobs::cancel_jobs(&mut conn, &[job_id], "cancelled by an operator").await?;
+    tracing::info!(%operator, %job_id, cancelled, "operator cancelled a job");
+    Ok(see_other(if cancelled == 1 {
+        "/ops?notice=job+cancelled"
+    } else {
+        "/ops?notice=the+job+had+finished+already"
+    }))
+}
