@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 pub struct Maintenance {
     pool: PgPool,
-    redis: deadpool_redis::Pool,
+    redis: quire_shared::broker::RedisPool,
     namespace: String,
     interval: Duration,
     claim_timeout: Duration,

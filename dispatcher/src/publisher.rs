@@ -25,7 +25,7 @@ const MALFORMED_MESSAGE: &str = "the stored message could not be read";
 pub struct Publisher {
     id: String,
     pool: PgPool,
-    redis: deadpool_redis::Pool,
+    redis: quire_shared::broker::RedisPool,
     namespace: String,
     batch_size: i64,
     poll_interval: Duration,
@@ -61,7 +61,7 @@ impl Publisher {
         &self.id
     }
 
-    pub fn redis(&self) -> &deadpool_redis::Pool {
+    pub fn redis(&self) -> &quire_shared::broker::RedisPool {
         &self.redis
     }
 

@@ -13,7 +13,7 @@ use crate::health;
 
 struct Probes {
     pool: PgPool,
-    redis: deadpool_redis::Pool,
+    redis: crate::broker::RedisPool,
 }
 
 async fn healthz() -> HttpResponse {
@@ -40,7 +40,7 @@ async fn metrics() -> HttpResponse {
 pub fn spawn(
     address: &str,
     pool: PgPool,
-    redis: deadpool_redis::Pool,
+    redis: crate::broker::RedisPool,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Option<u16>> {
     if address.is_empty() {

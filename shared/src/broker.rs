@@ -1,9 +1,7 @@
 //! Redis as a wake-up channel (DESIGN §4, §6): key names, the wire message, and
 //! connections. Redis holds no authoritative state; every message only carries ids.
 
-use std::time::Duration;
-
-use deadpool_redis::redis::{self, AsyncConnectionConfig, aio::MultiplexedConnection};
+use deadpool_redis::redis;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -87,30 +85,17 @@ impl WireMessage {
     }
 }
 
-/// A pool of multiplexed connections for short commands (pushes, lengths, pings).
-pub fn build_pool(settings: &RedisSettings) -> Result<deadpool_redis::Pool, BrokerError> {
-    let mut config = deadpool_redis::Config::from_url(settings.url.expose());
-    config.pool = Some(deadpool_redis::PoolConfig::new(settings.pool_size));
-    config
-        .create_pool(Some(deadpool_redis::Runtime::Tokio1))
-        .map_err(|error| BrokerError::Build(error.to_string()))
-}
+pub use crate::redis_client::{
+    BlockingConnection, RedisConnection, RedisPool, blocking_connection,
+};
 
-/// A dedicated connection for blocking pops. The redis crate's default 500 ms response
-/// timeout would cut every BRPOP short, so this one waits as long as the pop asks for;
-/// callers bound the wait themselves.
-pub async fn blocking_connection(url: &str) -> Result<MultiplexedConnection, BrokerError> {
-    let client = redis::Client::open(url)?;
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(None);
-    Ok(client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?)
+/// A pool for short commands (pushes, lengths, pings), single server or cluster.
+pub fn build_pool(settings: &RedisSettings) -> Result<RedisPool, BrokerError> {
+    RedisPool::build(settings)
 }
 
 /// Redis must never evict a queued message to make room; warn when it might.
-pub async fn warn_unless_noeviction(pool: &deadpool_redis::Pool) {
+pub async fn warn_unless_noeviction(pool: &RedisPool) {
     let policy: Result<Vec<String>, BrokerError> = async {
         let mut conn = pool.get().await?;
         Ok(redis::cmd("CONFIG")
@@ -132,7 +117,7 @@ pub async fn warn_unless_noeviction(pool: &deadpool_redis::Pool) {
 
 /// The length of each job type's list (LLEN, pipelined).
 pub async fn queue_lengths(
-    pool: &deadpool_redis::Pool,
+    pool: &RedisPool,
     namespace: &str,
     job_types: &[&str],
 ) -> Result<Vec<(String, i64)>, BrokerError> {
@@ -150,7 +135,7 @@ pub async fn queue_lengths(
 }
 
 /// Checks that Redis answers.
-pub async fn ping(pool: &deadpool_redis::Pool) -> Result<(), BrokerError> {
+pub async fn ping(pool: &RedisPool) -> Result<(), BrokerError> {
     let mut conn = pool.get().await?;
     let _: String = redis::cmd("PING").query_async(&mut conn).await?;
     Ok(())

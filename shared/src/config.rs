@@ -133,6 +133,9 @@ pub struct RedisSettings {
     pub url: Secret,
     pub namespace: String,
     pub pool_size: usize,
+    /// Seed nodes of a Redis Cluster (`redis://host:port`, …); empty: the single server
+    /// at `url`.
+    pub cluster_urls: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -266,6 +269,7 @@ impl Settings {
                     .separator("__")
                     .list_separator(",")
                     .with_list_parse_key("worker.queues")
+                    .with_list_parse_key("redis.cluster_urls")
                     .try_parsing(true)
                     .source(Some(source.env.clone())),
             );

@@ -25,7 +25,7 @@ impl Readiness {
     }
 }
 
-pub async fn check(pool: &PgPool, redis: &deadpool_redis::Pool) -> Readiness {
+pub async fn check(pool: &PgPool, redis: &crate::broker::RedisPool) -> Readiness {
     let (database, migrations) = match pool.get().await {
         Ok(mut conn) => (true, migrate::is_current(&mut conn).await.unwrap_or(false)),
         Err(_) => (false, false),

@@ -82,7 +82,7 @@ fn escape(value: &str) -> String {
 /// scrape time). A source that does not answer is left out, never reported as zero.
 pub async fn render_queue_state(
     pool: &PgPool,
-    redis: &deadpool_redis::Pool,
+    redis: &crate::broker::RedisPool,
     namespace: &str,
 ) -> String {
     let mut out = String::new();

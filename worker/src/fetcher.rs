@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use deadpool_redis::redis::{self, aio::MultiplexedConnection};
+use deadpool_redis::redis;
 use quire_shared::broker;
+use quire_shared::broker::BlockingConnection;
 use quire_shared::config::Settings;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -34,11 +35,10 @@ pub async fn run(
     let pop_timeout = settings.worker.pop_timeout_seconds.max(1);
     // A pop that outlives its own server-side timeout by this much is a dead connection.
     let pop_guard = Duration::from_secs(pop_timeout + 5);
-    let redis_url = settings.redis.url.expose().to_owned();
     let mut tasks = JoinSet::new();
     // Cancelled at the drain deadline: running jobs stop and are queued again at once.
     let hard_stop = CancellationToken::new();
-    let mut connection: Option<MultiplexedConnection> = None;
+    let mut connection: Option<BlockingConnection> = None;
     let mut delays = reconnect_delays();
 
     while !shutdown.is_cancelled() {
@@ -52,7 +52,7 @@ pub async fn run(
         };
         let mut conn = match &connection {
             Some(conn) => conn.clone(),
-            None => match broker::blocking_connection(&redis_url).await {
+            None => match broker::blocking_connection(&settings.redis).await {
                 Ok(conn) => {
                     tracing::info!("connected to redis");
                     delays = reconnect_delays();

@@ -16,6 +16,7 @@ mod observability;
 mod openapi;
 mod permissions;
 mod purge;
+mod redis_cluster;
 mod redis_outage;
 mod rescue_race;
 mod retry;

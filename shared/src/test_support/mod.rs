@@ -7,6 +7,7 @@
 
 mod database;
 mod postgres_server;
+mod redis_cluster;
 mod redis_server;
 mod wait;
 
@@ -17,6 +18,7 @@ use uuid::Uuid;
 
 pub use database::TestDatabase;
 pub use postgres_server::PostgresServer;
+pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port};
 pub use wait::eventually;
 

@@ -1,0 +1,142 @@
+//! Connections to Redis, a single server or a Redis Cluster (`redis.cluster_urls`), behind
+//! one type each: a pool for short commands and a dedicated connection for blocking
+//! pops. Every key Quire uses shares one hash tag, so on a cluster they all live in one
+//! slot and multi-key commands (BRPOP over several lists, pipelines) keep working.
+
+use std::time::Duration;
+
+use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
+use deadpool_redis::redis::cluster_async::ClusterConnection;
+use deadpool_redis::redis::{self, AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, Value};
+
+use crate::broker::BrokerError;
+use crate::config::RedisSettings;
+
+/// A pool of connections for short commands (pushes, lengths, pings).
+#[derive(Clone)]
+pub enum RedisPool {
+    Single(deadpool_redis::Pool),
+    Cluster(deadpool_redis::cluster::Pool),
+}
+
+/// One pooled connection, of either kind.
+pub enum RedisConnection {
+    Single(deadpool_redis::Connection),
+    Cluster(deadpool_redis::cluster::Connection),
+}
+
+impl RedisPool {
+    pub fn build(settings: &RedisSettings) -> Result<Self, BrokerError> {
+        if settings.cluster_urls.is_empty() {
+            let mut config = deadpool_redis::Config::from_url(settings.url.expose());
+            config.pool = Some(deadpool_redis::PoolConfig::new(settings.pool_size));
+            return config
+                .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+                .map(Self::Single)
+                .map_err(|error| BrokerError::Build(error.to_string()));
+        }
+        let mut config = deadpool_redis::cluster::Config::from_urls(settings.cluster_urls.clone());
+        config.pool = Some(deadpool_redis::PoolConfig::new(settings.pool_size));
+        config
+            .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+            .map(Self::Cluster)
+            .map_err(|error| BrokerError::Build(error.to_string()))
+    }
+
+    pub async fn get(&self) -> Result<RedisConnection, BrokerError> {
+        Ok(match self {
+            Self::Single(pool) => RedisConnection::Single(pool.get().await?),
+            Self::Cluster(pool) => RedisConnection::Cluster(pool.get().await?),
+        })
+    }
+}
+
+impl ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// A dedicated connection for blocking pops, without the client's default response
+/// timeout (it would cut every BRPOP short); callers bound the wait themselves.
+#[derive(Clone)]
+pub enum BlockingConnection {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+/// How long a cluster connection waits for an answer: longer than any pop asks for.
+const CLUSTER_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+pub async fn blocking_connection(
+    settings: &RedisSettings,
+) -> Result<BlockingConnection, BrokerError> {
+    if settings.cluster_urls.is_empty() {
+        let client = redis::Client::open(settings.url.expose())?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(None);
+        return Ok(BlockingConnection::Single(
+            client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?,
+        ));
+    }
+    let client = redis::cluster::ClusterClientBuilder::new(settings.cluster_urls.clone())
+        .connection_timeout(Duration::from_secs(2))
+        .response_timeout(CLUSTER_RESPONSE_TIMEOUT)
+        .build()?;
+    Ok(BlockingConnection::Cluster(
+        client.get_async_connection().await?,
+    ))
+}
+
+impl ConnectionLike for BlockingConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
