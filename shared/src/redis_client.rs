@@ -12,6 +12,40 @@ use deadpool_redis::redis::{self, AsyncConnectionConfig, Cmd, Pipeline, RedisFut
 use crate::broker::BrokerError;
 use crate::config::RedisSettings;
 
+/// `ConnectionLike` for an enum of a single-server and a cluster connection: every call
+/// goes to whichever it holds.
+macro_rules! delegate_connection_like {
+    ($name:ident) => {
+        impl ConnectionLike for $name {
+            fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+                match self {
+                    Self::Single(conn) => conn.req_packed_command(cmd),
+                    Self::Cluster(conn) => conn.req_packed_command(cmd),
+                }
+            }
+
+            fn req_packed_commands<'a>(
+                &'a mut self,
+                cmd: &'a Pipeline,
+                offset: usize,
+                count: usize,
+            ) -> RedisFuture<'a, Vec<Value>> {
+                match self {
+                    Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+                    Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+                }
+            }
+
+            fn get_db(&self) -> i64 {
+                match self {
+                    Self::Single(conn) => conn.get_db(),
+                    Self::Cluster(conn) => conn.get_db(),
+                }
+            }
+        }
+    };
+}
+
 /// A pool of connections for short commands (pushes, lengths, pings).
 #[derive(Clone)]
 pub enum RedisPool {
@@ -51,33 +85,7 @@ impl RedisPool {
     }
 }
 
-impl ConnectionLike for RedisConnection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(conn) => conn.req_packed_command(cmd),
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
-            Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(conn) => conn.get_db(),
-            Self::Cluster(conn) => conn.get_db(),
-        }
-    }
-}
+delegate_connection_like!(RedisConnection);
 
 /// A dedicated connection for blocking pops, without the client's default response
 /// timeout (it would cut every BRPOP short); callers bound the wait themselves.
@@ -113,30 +121,4 @@ pub async fn blocking_connection(
     ))
 }
 
-impl ConnectionLike for BlockingConnection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(conn) => conn.req_packed_command(cmd),
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
-            Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(conn) => conn.get_db(),
-            Self::Cluster(conn) => conn.get_db(),
-        }
-    }
-}
+delegate_connection_like!(BlockingConnection);

@@ -26,6 +26,27 @@ pub async fn load_version(
         ))
 }
 
+fn source_key(version: &DocumentVersion) -> Result<StorageKey, JobError> {
+    StorageKey::from_stored(&version.storage_key).ok_or(JobError::document_failed(
+        "source_unreadable",
+        "the stored file cannot be read",
+    ))
+}
+
+/// A missing object fails the document; any other storage fault is worth a retry.
+fn storage_failure(error: StorageError) -> JobError {
+    match error {
+        StorageError::NotFound => {
+            JobError::document_failed("source_missing", "the stored file is missing")
+        }
+        error => JobError::transient(
+            "storage_unavailable",
+            "the document storage is unavailable",
+            error,
+        ),
+    }
+}
+
 /// Copies the stored object to `destination` while hashing it, then checks size and
 /// SHA-256 like `verify`: the pipeline reads the bytes once for both.
 pub async fn fetch_verified(
@@ -35,33 +56,11 @@ pub async fn fetch_verified(
 ) -> Result<(), JobError> {
     use sha2::{Digest, Sha256};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let key = StorageKey::from_stored(&version.storage_key).ok_or(JobError::document_failed(
-        "source_unreadable",
-        "the stored file cannot be read",
-    ))?;
-    let storage_error = |error: std::io::Error| {
-        JobError::transient(
-            "storage_unavailable",
-            "the document storage is unavailable",
-            error,
-        )
-    };
-    let mut reader = match store.open(&key).await {
-        Ok(reader) => reader,
-        Err(StorageError::NotFound) => {
-            return Err(JobError::document_failed(
-                "source_missing",
-                "the stored file is missing",
-            ));
-        }
-        Err(error) => {
-            return Err(JobError::transient(
-                "storage_unavailable",
-                "the document storage is unavailable",
-                error,
-            ));
-        }
-    };
+    let storage_error = |error: std::io::Error| storage_failure(StorageError::Io(error));
+    let mut reader = store
+        .open(&source_key(version)?)
+        .await
+        .map_err(storage_failure)?;
     let mut file = tokio::fs::File::create(destination)
         .await
         .map_err(storage_error)?;
@@ -94,25 +93,8 @@ fn check(version: &DocumentVersion, size: u64, sha256: &str) -> Result<(), JobEr
 }
 
 pub async fn verify(store: &dyn ObjectStore, version: &DocumentVersion) -> Result<(), JobError> {
-    let key = StorageKey::from_stored(&version.storage_key).ok_or(JobError::document_failed(
-        "source_unreadable",
-        "the stored file cannot be read",
-    ))?;
-    let digest = match digest_object(store, &key).await {
-        Ok(digest) => digest,
-        Err(StorageError::NotFound) => {
-            return Err(JobError::document_failed(
-                "source_missing",
-                "the stored file is missing",
-            ));
-        }
-        Err(error) => {
-            return Err(JobError::transient(
-                "storage_unavailable",
-                "the document storage is unavailable",
-                error,
-            ));
-        }
-    };
+    let digest = digest_object(store, &source_key(version)?)
+        .await
+        .map_err(storage_failure)?;
     check(version, digest.size_bytes, &digest.sha256)
 }
