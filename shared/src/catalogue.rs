@@ -20,6 +20,9 @@ pub enum JobType {
     ProvisionTenant,
     #[serde(rename = "delete-tenant")]
     DeleteTenant,
+    /// Does nothing: the queue's own cost, measured by `quire-admin bench`.
+    #[serde(rename = "bench-noop")]
+    BenchNoop,
     /// The fault suite's oracle job (feature `fault-injection`, never in a release build).
     #[cfg(feature = "fault-injection")]
     #[serde(rename = "fault-test")]
@@ -38,6 +41,7 @@ impl JobType {
         JobType::PurgeDocument,
         JobType::ProvisionTenant,
         JobType::DeleteTenant,
+        JobType::BenchNoop,
     ];
     #[cfg(feature = "fault-injection")]
     pub const ALL: &'static [JobType] = &[
@@ -46,6 +50,7 @@ impl JobType {
         JobType::PurgeDocument,
         JobType::ProvisionTenant,
         JobType::DeleteTenant,
+        JobType::BenchNoop,
         JobType::FaultTest,
     ];
 
@@ -56,6 +61,7 @@ impl JobType {
             Self::PurgeDocument => "purge-document",
             Self::ProvisionTenant => "provision-tenant",
             Self::DeleteTenant => "delete-tenant",
+            Self::BenchNoop => "bench-noop",
             #[cfg(feature = "fault-injection")]
             Self::FaultTest => "fault-test",
         }
@@ -181,6 +187,14 @@ impl JobType {
                     RetryClass::ShortLived,
                     1800,
                     "verify the signed request, wipe storage, index and rows, then remove the tenant or leave it in final_status",
+                ),
+                Self::BenchNoop => (
+                    &[],
+                    "quire-admin bench",
+                    Some(Active),
+                    RetryClass::Backoff,
+                    60,
+                    "nothing: measures the queue's own cost",
                 ),
                 #[cfg(feature = "fault-injection")]
                 Self::FaultTest => (

@@ -273,7 +273,8 @@ async fn the_job_catalogue_lists_types_payloads_and_retired_types() {
             "verify-document",
             "purge-document",
             "provision-tenant",
-            "delete-tenant"
+            "delete-tenant",
+            "bench-noop"
         ]
     );
     assert_eq!(

@@ -2,6 +2,7 @@
 //! scripts/test. One binary; a module per feature.
 
 mod analysis;
+mod bench;
 mod dashboard;
 mod documents_api;
 mod duplicate_delivery;

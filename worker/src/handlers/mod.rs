@@ -1,6 +1,7 @@
 //! One module per job type; registration in one place.
 
 mod analyze_document;
+mod bench_noop;
 mod delete_tenant;
 #[cfg(feature = "fault-injection")]
 mod fault_test;
@@ -67,6 +68,7 @@ impl Registry {
             analyzer: crate::analysis::Analyzer::new(settings.analysis.clone()),
         }));
         registry.add(Arc::new(verify_document::VerifyDocument));
+        registry.add(Arc::new(bench_noop::BenchNoop));
         registry.add(Arc::new(purge_document::PurgeDocument));
         registry.add(Arc::new(provision_tenant::ProvisionTenant {
             search_language: settings.search.language.clone(),

@@ -1,0 +1,451 @@
+//! `quire-admin bench`: measures the real stack. It starts a dispatcher and a worker as
+//! separate processes (the binaries beside this one) on the configured PostgreSQL and
+//! Redis, in a Redis namespace and a tenant of their own, and measures:
+//!
+//! - direct enqueue: N jobs, one transaction each, from one client (a document row
+//!   with each for the integrity workload);
+//! - drain: the N pre-enqueued jobs, first start to last finish (database clock);
+//! - steady latency at a fixed rate: commit → start and commit → finish percentiles,
+//!   and the outbox lag (commit → published);
+//! - CPU seconds per 1,000 jobs and peak RSS of each process (from /proc), and database
+//!   commits per job (pg_stat_database) over the drain.
+//!
+//! It prints one JSON line, then a table. Timings are never asserted by any test.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use diesel::sql_types::{Array, BigInt, Double, Uuid as SqlUuid};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use quire_shared::catalogue::{JobType, VerifyDocumentPayload};
+use quire_shared::config::Settings;
+use quire_shared::db::documents::{self, NewDocument};
+use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::db::{DbError, PgPool, members, tenants};
+use quire_shared::permissions::MemberSpec;
+use quire_shared::states::TenantStatus;
+use quire_shared::storage::{LocalStore, ObjectStore, StorageKey, put_digested};
+use serde_json::json;
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Jobs that do nothing: the queue's own cost.
+    Noop,
+    /// verify-document on stored files of --file-size bytes (SHA-256 and size).
+    Integrity,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Jobs enqueued directly, then drained.
+    #[arg(long, default_value_t = 5000)]
+    jobs: usize,
+    #[arg(long, value_enum, default_value = "noop")]
+    workload: Workload,
+    /// Slots of the worker process.
+    #[arg(long, default_value_t = 16)]
+    slots: usize,
+    /// Jobs per second of the steady run (0: no steady run).
+    #[arg(long, default_value_t = 50)]
+    rate: u32,
+    /// Seconds of the steady run.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// File size of the integrity workload.
+    #[arg(long, default_value_t = 65_536)]
+    file_size: usize,
+}
+
+struct Stack {
+    dispatcher: Child,
+    worker: Child,
+}
+
+fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find quire-admin's own path")?;
+    let path = exe.with_file_name(name);
+    if !path.exists() {
+        bail!(
+            "{} is missing: build every binary (cargo build --release --bins)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+fn spawn(name: &str, namespace: &str, slots: usize) -> anyhow::Result<Child> {
+    Command::new(sibling(name)?)
+        .env("QUIRE__REDIS__NAMESPACE", namespace)
+        .env("QUIRE__WORKER__CONCURRENCY", slots.to_string())
+        .env("QUIRE__DISPATCHER__ADMIN_LISTEN", "")
+        .env("QUIRE__WORKER__ADMIN_LISTEN", "")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("failed to start {name}"))
+}
+
+/// CPU seconds (user + system) and peak RSS in bytes of a running process.
+fn usage(child: &Child) -> (f64, u64) {
+    let Some(pid) = child.id() else {
+        return (0.0, 0);
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name; the
+    // kernel counts them in USER_HZ, which is 100 on Linux.
+    let ticks = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let cpu = (ticks(11) + ticks(12)) / 100.0;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let peak_kib = status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .unwrap_or(0);
+    (cpu, peak_kib * 1024)
+}
+
+#[derive(diesel::QueryableByName)]
+struct Commits {
+    #[diesel(sql_type = BigInt)]
+    commits: i64,
+}
+
+async fn commits(conn: &mut AsyncPgConnection) -> Result<i64, DbError> {
+    Ok(diesel::sql_query(
+        "SELECT xact_commit AS commits FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .get_result::<Commits>(conn)
+    .await?
+    .commits)
+}
+
+#[derive(diesel::QueryableByName, Default)]
+struct Spans {
+    #[diesel(sql_type = BigInt)]
+    finished: i64,
+    #[diesel(sql_type = BigInt)]
+    succeeded: i64,
+    #[diesel(sql_type = Double)]
+    drain_seconds: f64,
+    #[diesel(sql_type = Double)]
+    start_p50: f64,
+    #[diesel(sql_type = Double)]
+    start_p95: f64,
+    #[diesel(sql_type = Double)]
+    start_p99: f64,
+    #[diesel(sql_type = Double)]
+    start_max: f64,
+    #[diesel(sql_type = Double)]
+    finish_p50: f64,
+    #[diesel(sql_type = Double)]
+    finish_p95: f64,
+    #[diesel(sql_type = Double)]
+    finish_p99: f64,
+    #[diesel(sql_type = Double)]
+    finish_max: f64,
+    #[diesel(sql_type = Double)]
+    publish_p50: f64,
+    #[diesel(sql_type = Double)]
+    publish_p99: f64,
+}
+
+/// Counts and timings of `ids` from the database clock, in milliseconds (drain in s).
+async fn spans(conn: &mut AsyncPgConnection, ids: &[Uuid]) -> Result<Spans, DbError> {
+    Ok(diesel::sql_query(
+        "WITH j AS (SELECT * FROM processing_jobs WHERE id = ANY($1)), \
+         e AS (SELECT e.* FROM outbox_events e JOIN j ON e.job_id = j.id) \
+         SELECT count(*) FILTER (WHERE j.finished_at IS NOT NULL) AS finished, \
+           count(*) FILTER (WHERE j.status = 'SUCCEEDED') AS succeeded, \
+           coalesce(extract(epoch FROM max(j.finished_at) - min(j.started_at)), 0)::float8 AS drain_seconds, \
+           coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.queued_at) * 1000), 0)::float8 AS start_p50, \
+           coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.queued_at) * 1000), 0)::float8 AS start_p95, \
+           coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.queued_at) * 1000), 0)::float8 AS start_p99, \
+           coalesce(max(extract(epoch FROM j.started_at - j.queued_at) * 1000), 0)::float8 AS start_max, \
+           coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.queued_at) * 1000), 0)::float8 AS finish_p50, \
+           coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.queued_at) * 1000), 0)::float8 AS finish_p95, \
+           coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.queued_at) * 1000), 0)::float8 AS finish_p99, \
+           coalesce(max(extract(epoch FROM j.finished_at - j.queued_at) * 1000), 0)::float8 AS finish_max, \
+           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - created_at) * 1000) FROM e), 0)::float8 AS publish_p50, \
+           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - created_at) * 1000) FROM e), 0)::float8 AS publish_p99 \
+         FROM j",
+    )
+    .bind::<Array<SqlUuid>, _>(ids)
+    .get_result(conn)
+    .await?)
+}
+
+async fn wait_finished(pool: &PgPool, ids: &[Uuid], timeout: Duration) -> anyhow::Result<Spans> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut conn = pool.get().await?;
+        let spans = spans(&mut conn, ids).await?;
+        if spans.finished as usize == ids.len() {
+            return Ok(spans);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "only {} of {} jobs finished in {}s",
+                spans.finished,
+                ids.len(),
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+struct Bench {
+    settings: Settings,
+    tenant_id: Uuid,
+    workload: Workload,
+    file_size: usize,
+}
+
+impl Bench {
+    /// Stored files and their rows for the integrity workload, made before any timing.
+    async fn prepare(&self, count: usize) -> anyhow::Result<Vec<NewDocument>> {
+        if self.workload == Workload::Noop {
+            return Ok(Vec::new());
+        }
+        let store = LocalStore::new(&self.settings.storage.data_dir);
+        let mut prepared = Vec::with_capacity(count);
+        for index in 0..count {
+            let (id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
+            let key = StorageKey::document_source(self.tenant_id, id, version_id);
+            let mut bytes = vec![0u8; self.file_size];
+            bytes[..16].copy_from_slice(id.as_bytes());
+            let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
+            let digest =
+                put_digested(&store as &dyn ObjectStore, &key, Box::pin(body), u64::MAX).await?;
+            prepared.push(NewDocument {
+                id,
+                tenant_id: self.tenant_id,
+                title: format!("bench {index}"),
+                version_id,
+                storage_key: key.as_str().to_owned(),
+                size_bytes: i64::try_from(digest.size_bytes)?,
+                sha256: digest.sha256,
+                content_type: "application/octet-stream".to_owned(),
+                original_filename: None,
+            });
+        }
+        Ok(prepared)
+    }
+
+    /// One transaction: the document (integrity) and the job with its outbox event.
+    async fn enqueue_one(
+        &self,
+        conn: &mut AsyncPgConnection,
+        document: Option<&NewDocument>,
+    ) -> anyhow::Result<Uuid> {
+        let tenant_id = self.tenant_id;
+        let enqueued = conn
+            .transaction::<_, DbError, _>(async |conn| match document {
+                None => {
+                    let job = NewJob {
+                        tenant_id,
+                        document_id: None,
+                        job_type: JobType::BenchNoop,
+                        payload: json!({}),
+                        max_attempts: 3,
+                        request_id: None,
+                    };
+                    jobs::enqueue(conn, &job).await
+                }
+                Some(document) => {
+                    documents::insert_document(conn, document).await?;
+                    let job = NewJob {
+                        tenant_id,
+                        document_id: Some(document.id),
+                        job_type: JobType::VerifyDocument,
+                        payload: VerifyDocumentPayload {
+                            document_id: document.id,
+                            document_version_id: document.version_id,
+                        },
+                        max_attempts: 3,
+                        request_id: None,
+                    };
+                    jobs::enqueue(conn, &job).await
+                }
+            })
+            .await?;
+        Ok(enqueued
+            .context("a bench job collided with an active one")?
+            .job_id)
+    }
+}
+
+fn table_row(name: &str, value: String) {
+    println!("  {name:<44} {value}");
+}
+
+pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
+    let pool = super::connect(&settings).await?;
+    let suffix = &Uuid::new_v4().simple().to_string()[..8];
+    let namespace = format!("bench-{suffix}");
+    let tenant_id = {
+        let mut conn = pool.get().await?;
+        let tenant =
+            tenants::create_tenant(&mut conn, &format!("bench-{suffix}"), TenantStatus::Active)
+                .await?;
+        members::materialize(&mut conn, tenant.id, &[MemberSpec::User(Uuid::now_v7())]).await?;
+        tenant.id
+    };
+    let bench = Bench {
+        settings: settings.clone(),
+        tenant_id,
+        workload: args.workload,
+        file_size: args.file_size,
+    };
+    eprintln!("bench: tenant bench-{suffix}, redis namespace {namespace}");
+
+    // Direct enqueue, nothing consuming yet.
+    let prepared = bench.prepare(args.jobs).await?;
+    let mut conn = pool.get().await?;
+    let started = Instant::now();
+    let mut backlog = Vec::with_capacity(args.jobs);
+    for index in 0..args.jobs {
+        backlog.push(bench.enqueue_one(&mut conn, prepared.get(index)).await?);
+    }
+    let enqueue_seconds = started.elapsed().as_secs_f64();
+    let commits_before = commits(&mut conn).await?;
+
+    // Drain: start the processes; the database clock times first start to last finish.
+    let mut stack = Stack {
+        dispatcher: spawn("quire-dispatcher", &namespace, args.slots)?,
+        worker: spawn("quire-worker", &namespace, args.slots)?,
+    };
+    let drained = wait_finished(&pool, &backlog, Duration::from_secs(600)).await?;
+    let commits_after = commits(&mut conn).await?;
+    let (dispatcher_cpu, _) = usage(&stack.dispatcher);
+    let (worker_cpu, _) = usage(&stack.worker);
+
+    // Steady run at a fixed rate.
+    let steady_jobs = (u64::from(args.rate) * args.seconds) as usize;
+    let prepared = bench.prepare(steady_jobs).await?;
+    let mut steady = Vec::with_capacity(steady_jobs);
+    if steady_jobs > 0 {
+        let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(args.rate)));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        for index in 0..steady_jobs {
+            ticks.tick().await;
+            steady.push(bench.enqueue_one(&mut conn, prepared.get(index)).await?);
+        }
+    }
+    let latency = if steady.is_empty() {
+        Spans::default()
+    } else {
+        wait_finished(&pool, &steady, Duration::from_secs(600)).await?
+    };
+    let (_, dispatcher_rss) = usage(&stack.dispatcher);
+    let (_, worker_rss) = usage(&stack.worker);
+    let _ = stack.dispatcher.kill().await;
+    let _ = stack.worker.kill().await;
+
+    let jobs = args.jobs as f64;
+    let per_thousand = |cpu: f64| if jobs > 0.0 { cpu / jobs * 1000.0 } else { 0.0 };
+    let report = json!({
+        "workload": format!("{:?}", args.workload).to_lowercase(),
+        "jobs": args.jobs,
+        "slots": args.slots,
+        "succeeded": drained.succeeded,
+        "enqueue_jobs_per_second": jobs / enqueue_seconds.max(f64::EPSILON),
+        "drain_jobs_per_second": jobs / drained.drain_seconds.max(f64::EPSILON),
+        "db_commits_per_job": (commits_after - commits_before) as f64 / jobs.max(1.0),
+        "cpu_seconds_per_1000_jobs": { "dispatcher": per_thousand(dispatcher_cpu), "worker": per_thousand(worker_cpu) },
+        "peak_rss_bytes": { "dispatcher": dispatcher_rss, "worker": worker_rss },
+        "steady": {
+            "rate": args.rate, "jobs": steady.len(), "succeeded": latency.succeeded,
+            "commit_to_start_ms": { "p50": latency.start_p50, "p95": latency.start_p95, "p99": latency.start_p99, "max": latency.start_max },
+            "commit_to_finish_ms": { "p50": latency.finish_p50, "p95": latency.finish_p95, "p99": latency.finish_p99, "max": latency.finish_max },
+            "outbox_lag_ms": { "p50": latency.publish_p50, "p99": latency.publish_p99 },
+        },
+    });
+    println!("{report}");
+    println!();
+    table_row("workload", report["workload"].to_string());
+    table_row(
+        "direct enqueue (jobs/s, one client)",
+        format!(
+            "{:.0}",
+            report["enqueue_jobs_per_second"].as_f64().unwrap_or(0.0)
+        ),
+    );
+    table_row(
+        "drain (jobs/s)",
+        format!(
+            "{:.0}",
+            report["drain_jobs_per_second"].as_f64().unwrap_or(0.0)
+        ),
+    );
+    table_row(
+        "database commits per job (drain)",
+        format!(
+            "{:.2}",
+            report["db_commits_per_job"].as_f64().unwrap_or(0.0)
+        ),
+    );
+    table_row(
+        "CPU s per 1,000 jobs: dispatcher / worker",
+        format!(
+            "{:.3} / {:.3}",
+            per_thousand(dispatcher_cpu),
+            per_thousand(worker_cpu)
+        ),
+    );
+    table_row(
+        "peak RSS MiB: dispatcher / worker",
+        format!(
+            "{:.1} / {:.1}",
+            dispatcher_rss as f64 / 1048576.0,
+            worker_rss as f64 / 1048576.0
+        ),
+    );
+    table_row(
+        &format!(
+            "steady {} jobs/s: commit → start p50/p95/p99/max ms",
+            args.rate
+        ),
+        format!(
+            "{:.2} / {:.2} / {:.2} / {:.2}",
+            latency.start_p50, latency.start_p95, latency.start_p99, latency.start_max
+        ),
+    );
+    table_row(
+        &format!(
+            "steady {} jobs/s: commit → finish p50/p95/p99/max ms",
+            args.rate
+        ),
+        format!(
+            "{:.2} / {:.2} / {:.2} / {:.2}",
+            latency.finish_p50, latency.finish_p95, latency.finish_p99, latency.finish_max
+        ),
+    );
+    table_row(
+        "outbox lag p50/p99 ms",
+        format!("{:.2} / {:.2}", latency.publish_p50, latency.publish_p99),
+    );
+    if drained.succeeded as usize != args.jobs || latency.succeeded as usize != steady.len() {
+        bail!("not every bench job succeeded");
+    }
+    Ok(())
+}

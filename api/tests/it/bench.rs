@@ -1,0 +1,46 @@
+//! `quire-admin bench` runs end to end at a small N: it starts its own dispatcher and
+//! worker processes, and every job of both workloads ends SUCCEEDED. Its timings are
+//! printed, never asserted (docs/benchmarks.md holds the measured numbers).
+
+use serde_json::Value;
+
+use crate::helpers::TestApp;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
+    let app = TestApp::spawn().await;
+    for workload in ["noop", "integrity"] {
+        let (ok, out, err) = app.admin_cli(&[
+            "bench",
+            "--workload",
+            workload,
+            "--jobs",
+            "40",
+            "--rate",
+            "20",
+            "--seconds",
+            "1",
+            "--slots",
+            "4",
+            "--file-size",
+            "4096",
+        ]);
+        assert!(ok, "bench {workload} failed: {err}\n{out}");
+        let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+            .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+        assert_eq!(report["workload"], workload);
+        assert_eq!(report["succeeded"], 40, "{report}");
+        assert_eq!(report["steady"]["succeeded"], 20, "{report}");
+        for key in [
+            "enqueue_jobs_per_second",
+            "drain_jobs_per_second",
+            "db_commits_per_job",
+        ] {
+            assert!(
+                report[key].as_f64().is_some_and(|v| v > 0.0),
+                "{key}: {report}"
+            );
+        }
+        assert!(out.contains("drain (jobs/s)"), "and a table: {out}");
+    }
+}
