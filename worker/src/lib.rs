@@ -19,6 +19,7 @@ use quire_shared::config::Settings;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+pub use analysis::text_page::one_page_pdf;
 pub use context::WorkerContext;
 pub use outcome::JobError;
 

@@ -4,7 +4,7 @@ use actix_multipart::Multipart;
 use actix_web::{HttpRequest, HttpResponse, web};
 use anyhow::Context;
 use diesel_async::AsyncConnection;
-use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
+use quire_shared::catalogue::AnalyzeDocumentPayload;
 use quire_shared::db::documents::{self, NewDocument};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::labels;
@@ -111,18 +111,14 @@ pub async fn upload(
         content_type: received.content_type.clone(),
         original_filename: received.original_filename.clone(),
     };
-    let job = NewJob {
-        tenant_id: caller.tenant_id,
-        document_id: Some(document_id),
-        job_type: JobType::AnalyzeDocument,
-        payload: AnalyzeDocumentPayload {
-            document_id,
-            document_version_id: version_id,
-            force: false,
-        },
-        max_attempts: state.settings.jobs.max_attempts,
-        request_id: crate::request_id::current(),
-    };
+    let job = NewJob::analyze(
+        caller.tenant_id,
+        document_id,
+        version_id,
+        false,
+        state.settings.jobs.max_attempts,
+        crate::request_id::current(),
+    );
 
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;
     let recorded = record_upload(&state, &new, &job, reject_duplicates).await;

@@ -3,7 +3,6 @@
 
 use actix_web::{HttpResponse, web};
 use diesel_async::AsyncConnection;
-use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
 use quire_shared::db::documents::{self, DocumentEdit};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::labels;
@@ -186,18 +185,14 @@ pub async fn patch(
             if let (true, Some(version_id)) =
                 (after.title != before.title, after.current_version_id)
             {
-                let analyze = NewJob {
+                let analyze = NewJob::analyze(
                     tenant_id,
-                    document_id: Some(document_id),
-                    job_type: JobType::AnalyzeDocument,
-                    payload: AnalyzeDocumentPayload {
-                        document_id,
-                        document_version_id: version_id,
-                        force: false,
-                    },
+                    document_id,
+                    version_id,
+                    false,
                     max_attempts,
-                    request_id: request_id.clone(),
-                };
+                    request_id.clone(),
+                );
                 // Already queued or running: that one will see the new title.
                 job = jobs::enqueue_or_active(conn, &analyze).await?;
             }

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::process::Command;
 
-/// A one-page PDF showing `lines` in Helvetica 14 pt, with an exact xref table.
+/// A one-page PDF showing `lines` in Helvetica 14 pt (the worker's own PDF writer).
 pub fn text_pdf(lines: &[&str]) -> Vec<u8> {
     let mut content = String::from("BT /F1 14 Tf 18 TL 72 760 Td\n");
     for line in lines {
@@ -17,42 +17,7 @@ pub fn text_pdf(lines: &[&str]) -> Vec<u8> {
         content.push_str(&format!("({escaped}) '\n"));
     }
     content.push_str("ET\n");
-    pdf_of(&[
-        "<< /Type /Catalog /Pages 2 0 R >>".into(),
-        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".into(),
-        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] \
-         /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>"
-            .into(),
-        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".into(),
-        format!(
-            "<< /Length {} >>\nstream\n{content}endstream",
-            content.len()
-        ),
-    ])
-}
-
-fn pdf_of(objects: &[String]) -> Vec<u8> {
-    let mut pdf = b"%PDF-1.4\n".to_vec();
-    let mut offsets = Vec::new();
-    for (index, object) in objects.iter().enumerate() {
-        offsets.push(pdf.len());
-        pdf.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", index + 1).as_bytes());
-    }
-    let xref = pdf.len();
-    pdf.extend_from_slice(
-        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
-    );
-    for offset in offsets {
-        pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
-    }
-    pdf.extend_from_slice(
-        format!(
-            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
-            objects.len() + 1
-        )
-        .as_bytes(),
-    );
-    pdf
+    quire_worker::one_page_pdf("Helvetica", &content)
 }
 
 /// A "scan": the text PDF rendered to a grayscale PNG at 200 dpi, without a text layer.

@@ -77,6 +77,32 @@ pub struct NewJob<P: Serialize> {
     pub request_id: Option<String>,
 }
 
+impl NewJob<crate::catalogue::AnalyzeDocumentPayload> {
+    /// The analysis of one document version (upload, edit, bulk re-analyze), with the
+    /// attempts its catalogue entry gives out of `configured`.
+    pub fn analyze(
+        tenant_id: Uuid,
+        document_id: Uuid,
+        document_version_id: Uuid,
+        force: bool,
+        configured_attempts: i32,
+        request_id: Option<String>,
+    ) -> Self {
+        Self {
+            tenant_id,
+            document_id: Some(document_id),
+            job_type: JobType::AnalyzeDocument,
+            payload: crate::catalogue::AnalyzeDocumentPayload {
+                document_id,
+                document_version_id,
+                force,
+            },
+            max_attempts: JobType::AnalyzeDocument.max_attempts(configured_attempts),
+            request_id,
+        }
+    }
+}
+
 /// Ids of an enqueued job and of the outbox event that will announce it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Enqueued {

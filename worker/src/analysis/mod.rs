@@ -7,7 +7,7 @@
 pub mod dates;
 mod pdf_guard;
 mod text;
-mod text_page;
+pub mod text_page;
 mod thumbnail;
 pub mod tools;
 

@@ -36,14 +36,19 @@ pub fn render(text: &str) -> Vec<u8> {
         content.push_str(" '\n");
     }
     content.push_str("ET\n");
+    one_page_pdf("Courier", &content)
+}
+
+/// A one-page A4 PDF whose only content stream is `content`, with one standard font as
+/// `/F1`; the cross-reference table is exact. (The tests build their fixtures with it.)
+pub fn one_page_pdf(font: &str, content: &str) -> Vec<u8> {
     let objects = [
         "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
         "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_owned(),
         "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] \
          /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>"
             .to_owned(),
-        "<< /Type /Font /Subtype /Type1 /BaseFont /Courier /Encoding /WinAnsiEncoding >>"
-            .to_owned(),
+        format!("<< /Type /Font /Subtype /Type1 /BaseFont /{font} /Encoding /WinAnsiEncoding >>"),
         format!(
             "<< /Length {} >>\nstream\n{content}endstream",
             content.len()
