@@ -1,13 +1,15 @@
-//! Runs one popped message: parse, claim, run the handler beside its heartbeat, write the
-//! outcome back fenced.
+//! Runs popped messages: parse, claim a batch in one statement, run each handler beside
+//! its heartbeat, write each outcome back fenced.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use quire_shared::broker::{MESSAGE_VERSION, WireMessage};
-use quire_shared::db::jobs::{self, Fence, Job};
+use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job};
 use quire_shared::db::{DbError, documents};
+use quire_shared::states::TenantStatus;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -25,24 +27,107 @@ enum Ended {
     Stopped,
 }
 
-/// Handles one raw message. Never panics on bad input: a malformed message is logged and
-/// dropped (lost-message recovery re-announces any real job). `stop` cancels a running
-/// job at the drain deadline; it is queued again at once.
-pub async fn handle(context: &Arc<WorkerContext>, raw: &str, stop: &CancellationToken) {
-    let message = match serde_json::from_str::<WireMessage>(raw) {
-        Ok(message) if message.v == MESSAGE_VERSION => message,
+/// One message popped from Redis, with the slot it will run in.
+pub struct Delivery {
+    pub raw: String,
+    pub permit: OwnedSemaphorePermit,
+}
+
+/// A job this worker claimed, ready to run in its slot.
+pub struct Claimed {
+    message: WireMessage,
+    claimed: ClaimedJob,
+    permit: OwnedSemaphorePermit,
+}
+
+/// Parses a batch of popped messages and claims their jobs in one guarded statement.
+/// Never panics on bad input: a malformed message is logged and dropped, and so is a
+/// batch whose claim fails (lost-message recovery re-announces any real job). A message
+/// that claims nothing — its job runs elsewhere, finished, was cancelled, or it carries
+/// an older event — is counted as a duplicate and its slot freed.
+pub async fn claim(context: &WorkerContext, deliveries: Vec<Delivery>) -> Vec<Claimed> {
+    let mut pending: Vec<(WireMessage, OwnedSemaphorePermit)> = deliveries
+        .into_iter()
+        .filter_map(|delivery| parse(&delivery.raw).map(|message| (message, delivery.permit)))
+        .collect();
+    if pending.is_empty() {
+        return Vec::new();
+    }
+    let requests: Vec<ClaimRequest> = pending
+        .iter()
+        .map(|(message, _)| ClaimRequest {
+            job_id: message.job_id,
+            event_id: message.event_id,
+            task_id: message.task_id,
+        })
+        .collect();
+    let claimed = async {
+        let mut conn = context.pool.get().await?;
+        jobs::claim_jobs(&mut conn, &requests, &context.worker_id, context.lease).await
+    }
+    .await;
+    let claimed = match claimed {
+        Ok(claimed) => claimed,
+        Err(error) => {
+            let job_ids: Vec<String> = requests.iter().map(|r| r.job_id.to_string()).collect();
+            tracing::error!(%error, job_ids = ?job_ids, "claiming popped jobs failed, leaving them to recovery");
+            return Vec::new();
+        }
+    };
+    let mut ready = Vec::with_capacity(claimed.len());
+    for claimed in claimed {
+        // The message whose task the claim recorded (two copies of one message: the first).
+        let Some(position) = pending.iter().position(|(message, _)| {
+            message.job_id == claimed.job.id && Some(message.task_id) == claimed.job.last_task_id
+        }) else {
+            continue;
+        };
+        let (message, permit) = pending.swap_remove(position);
+        ready.push(Claimed {
+            message,
+            claimed,
+            permit,
+        });
+    }
+    for (message, _) in &pending {
+        tracing::debug!(
+            job_id = %message.job_id,
+            task_id = %message.task_id,
+            "message claims nothing: duplicate, stale or finished"
+        );
+    }
+    if !pending.is_empty() {
+        metrics::counter!(quire_shared::metrics::DUPLICATES_SKIPPED)
+            .increment(pending.len() as u64);
+    }
+    ready
+}
+
+fn parse(raw: &str) -> Option<WireMessage> {
+    match serde_json::from_str::<WireMessage>(raw) {
+        Ok(message) if message.v == MESSAGE_VERSION => Some(message),
         Ok(message) => {
             tracing::warn!(
                 version = message.v,
                 "dropping a message of an unknown version"
             );
-            return;
+            None
         }
         Err(error) => {
             tracing::warn!(%error, bytes = raw.len(), "dropping a malformed message");
-            return;
+            None
         }
-    };
+    }
+}
+
+/// Runs one claimed job in its slot. `stop` cancels it at the drain deadline; it is
+/// queued again at once.
+pub async fn run(context: &Arc<WorkerContext>, claimed: Claimed, stop: &CancellationToken) {
+    let Claimed {
+        message,
+        claimed,
+        permit,
+    } = claimed;
     let span = tracing::info_span!(
         "job",
         job_id = %message.job_id,
@@ -52,37 +137,22 @@ pub async fn handle(context: &Arc<WorkerContext>, raw: &str, stop: &Cancellation
         task_id = %message.task_id,
         request_id = message.request_id.as_deref().unwrap_or_default(),
     );
-    if let Err(error) = process(context, &message, stop)
+    if let Err(error) = process(context, claimed, stop)
         .instrument(span.clone())
         .await
     {
         span.in_scope(|| tracing::error!(error = format!("{error:#}"), "job processing failed"));
     }
+    drop(permit);
 }
 
 async fn process(
     context: &Arc<WorkerContext>,
-    message: &WireMessage,
+    claimed: ClaimedJob,
     stop: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let claimed = {
-        let mut conn = context.pool.get().await?;
-        jobs::claim_job(
-            &mut conn,
-            message.job_id,
-            message.event_id,
-            &context.worker_id,
-            message.task_id,
-            context.lease,
-        )
-        .await?
-    };
-    let Some(job) = claimed else {
-        // Running elsewhere, finished, cancelled, or an older event's copy: nothing to do.
-        tracing::debug!("message claims nothing: duplicate, stale or finished");
-        metrics::counter!(quire_shared::metrics::DUPLICATES_SKIPPED).increment(1);
-        return Ok(());
-    };
+    let tenant_status = claimed.tenant_status();
+    let job = claimed.job;
     let job_type = job.job_type.clone();
     metrics::counter!(quire_shared::metrics::JOBS_CLAIMED, "type" => job_type.clone()).increment(1);
     if let Some(started_at) = job.started_at {
@@ -105,7 +175,7 @@ async fn process(
         lost.clone(),
     ));
     let ended = tokio::select! {
-        outcome = run_handler(context, handler.as_deref(), &job, &lost) => Ended::Finished(outcome),
+        outcome = run_handler(context, handler.as_deref(), &job, tenant_status, &lost) => Ended::Finished(outcome),
         _ = lost.cancelled() => Ended::Lost,
         _ = stop.cancelled() => Ended::Stopped,
     };
@@ -145,6 +215,7 @@ async fn run_handler(
     context: &WorkerContext,
     handler: Option<&dyn JobHandler>,
     job: &Job,
+    tenant_status: Option<TenantStatus>,
     cancelled: &CancellationToken,
 ) -> Result<(), JobError> {
     let Some(handler) = handler else {
@@ -160,12 +231,7 @@ async fn run_handler(
         ));
     };
     if let Some(required) = handler.job_type().info().required_tenant_status {
-        let mut conn = context
-            .pool
-            .get()
-            .await
-            .map_err(crate::handlers::database_unavailable)?;
-        crate::handlers::ensure_tenant_status(&mut conn, job.tenant_id, required).await?;
+        crate::handlers::ensure_tenant_status(tenant_status, required)?;
     }
     match tokio::time::timeout(handler.time_limit(), handler.run(context, job, cancelled)).await {
         Ok(outcome) => outcome,
@@ -244,20 +310,22 @@ async fn finish(
 }
 
 /// `RUNNING → SUCCEEDED` and the handler's own completion writes, in one transaction:
-/// an effect never commits for a job whose fence no longer holds.
+/// an effect never commits for a job whose fence no longer holds. A handler without such
+/// writes finishes in one statement.
 async fn succeed(
     conn: &mut AsyncPgConnection,
     handler: Option<&dyn JobHandler>,
     job: &Job,
     fence: &Fence,
 ) -> Result<bool, DbError> {
+    let Some(handler) = handler.filter(|handler| handler.writes_on_success()) else {
+        return jobs::mark_succeeded(conn, fence).await;
+    };
     conn.transaction::<_, DbError, _>(async |conn| {
         if !jobs::mark_succeeded(conn, fence).await? {
             return Ok(false);
         }
-        if let Some(handler) = handler {
-            handler.commit_success(conn, job).await?;
-        }
+        handler.commit_success(conn, job).await?;
         Ok(true)
     })
     .await

@@ -1,4 +1,5 @@
-//! The consume loop: pop only with a free slot (no prefetch), hand the message to a task,
+//! The consume loop: pop only as many messages as there are free slots (no prefetch),
+//! claim them in one statement, hand each claimed job to a task,
 //! reconnect with backoff, and on shutdown stop popping and drain in-flight jobs.
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::WorkerContext;
-use crate::executor;
+use crate::executor::{self, Delivery};
 
 fn reconnect_delays() -> impl Iterator<Item = Duration> + Send {
     ExponentialBuilder::default()
@@ -65,24 +66,45 @@ pub async fn run(
                 }
             },
         };
+        // As many messages as there are free slots: one pop and one claim for the batch.
+        // Only this loop takes permits, so the ones counted here are still free after
+        // the pop.
+        let want = 1 + slots.available_permits();
         // Not raced against shutdown: dropping a pop Redis already answered would lose
-        // the message. Shutdown waits at most one pop timeout.
+        // the messages. Shutdown waits at most one pop timeout.
         let popped = tokio::time::timeout(
             pop_guard,
-            redis::cmd("BRPOP")
-                .arg(&keys)
+            redis::cmd("BLMPOP")
                 .arg(pop_timeout)
-                .query_async::<Option<(String, String)>>(&mut conn),
+                .arg(keys.len())
+                .arg(&keys)
+                .arg("RIGHT")
+                .arg("COUNT")
+                .arg(want)
+                .query_async::<Option<(String, Vec<String>)>>(&mut conn),
         )
         .await;
         match popped {
-            Ok(Ok(Some((_list, raw)))) => {
-                let context = Arc::clone(&context);
-                let hard_stop = hard_stop.clone();
-                tasks.spawn(async move {
-                    executor::handle(&context, &raw, &hard_stop).await;
-                    drop(permit);
-                });
+            Ok(Ok(Some((_list, raws)))) => {
+                let mut permits = vec![permit];
+                while permits.len() < raws.len() {
+                    match Arc::clone(&slots).try_acquire_owned() {
+                        Ok(permit) => permits.push(permit),
+                        Err(_) => break,
+                    }
+                }
+                let deliveries: Vec<Delivery> = raws
+                    .into_iter()
+                    .zip(permits)
+                    .map(|(raw, permit)| Delivery { raw, permit })
+                    .collect();
+                for claimed in executor::claim(&context, deliveries).await {
+                    let context = Arc::clone(&context);
+                    let hard_stop = hard_stop.clone();
+                    tasks.spawn(async move {
+                        executor::run(&context, claimed, &hard_stop).await;
+                    });
+                }
             }
             Ok(Ok(None)) => {}
             Ok(Err(error)) => {

@@ -2,6 +2,7 @@
 //! scripts/test. One binary; a module per feature.
 
 mod analysis;
+mod batch_claim;
 mod bench;
 mod dashboard;
 mod documents_api;

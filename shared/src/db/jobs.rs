@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::DbError;
+use super::prepared::Prepared;
 use super::schema::processing_jobs;
 use crate::broker::EventMessage;
 use crate::catalogue::JobType;
@@ -147,6 +148,7 @@ pub async fn enqueue<P: Serialize>(
     .bind::<Int4, _>(job.max_attempts)
     .bind::<SqlUuid, _>(event_id)
     .bind::<Jsonb, _>(message)
+    .prepared()
     .execute(conn)
     .await?;
     if inserted == 1 {
@@ -188,6 +190,34 @@ pub async fn enqueue_or_active<P: Serialize>(
     .optional()?)
 }
 
+/// One popped message's claim on a job: the event it announces and the broker task that
+/// carried it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimRequest {
+    pub job_id: Uuid,
+    pub event_id: Uuid,
+    pub task_id: Uuid,
+}
+
+/// A job a worker claimed, with its tenant's state read in the same statement (the
+/// catalogue's tenant guard needs it before the handler runs).
+#[derive(Debug, Clone, QueryableByName)]
+pub struct ClaimedJob {
+    #[diesel(embed)]
+    pub job: Job,
+    /// `None` when the tenant row is gone.
+    #[diesel(sql_type = Nullable<Text>)]
+    pub tenant_status: Option<String>,
+}
+
+impl ClaimedJob {
+    pub fn tenant_status(&self) -> Option<crate::states::TenantStatus> {
+        self.tenant_status
+            .as_deref()
+            .and_then(crate::states::TenantStatus::parse)
+    }
+}
+
 /// `QUEUED → RUNNING` for the holder of the job's CURRENT event only: a duplicate or an
 /// older event's message claims nothing. Attempts are counted here, so a crash counts.
 pub async fn claim_job(
@@ -198,23 +228,55 @@ pub async fn claim_job(
     task_id: Uuid,
     lease: Duration,
 ) -> Result<Option<Job>, DbError> {
+    let request = ClaimRequest {
+        job_id,
+        event_id,
+        task_id,
+    };
+    let claimed = claim_jobs(conn, &[request], worker_id, lease).await?;
+    Ok(claimed.into_iter().next().map(|claimed| claimed.job))
+}
+
+/// [`claim_job`] for a batch of popped messages in ONE statement: each row keeps its own
+/// guard (`QUEUED` and the message's event is the job's current one), so the batch claims
+/// exactly what the messages one by one would have. Two messages for one job claim it
+/// once. The claim commits durably: were it undone by a database crash, the same worker
+/// could claim the job again with the same fence (worker and attempt) while its first
+/// run goes on.
+pub async fn claim_jobs(
+    conn: &mut AsyncPgConnection,
+    requests: &[ClaimRequest],
+    worker_id: &str,
+    lease: Duration,
+) -> Result<Vec<ClaimedJob>, DbError> {
+    if requests.is_empty() {
+        return Ok(Vec::new());
+    }
+    let job_ids: Vec<Uuid> = requests.iter().map(|r| r.job_id).collect();
+    let event_ids: Vec<Uuid> = requests.iter().map(|r| r.event_id).collect();
+    let task_ids: Vec<Uuid> = requests.iter().map(|r| r.task_id).collect();
     Ok(diesel::sql_query(
-        "UPDATE processing_jobs \
-         SET status = 'RUNNING', attempts = attempts + 1, worker_id = $3, last_task_id = $4, \
-             started_at = now(), heartbeat_at = now(), \
-             lease_expires_at = now() + $5 * interval '1 millisecond', \
+        "UPDATE processing_jobs AS j \
+         SET status = 'RUNNING', attempts = j.attempts + 1, worker_id = $1, \
+             last_task_id = m.task_id, started_at = now(), heartbeat_at = now(), \
+             lease_expires_at = now() + $2 * interval '1 millisecond', \
              error_code = NULL, error_message = NULL, updated_at = now() \
-         WHERE id = $1 AND status = 'QUEUED' AND current_event_id = $2 \
-         RETURNING *",
+         FROM unnest($3::uuid[], $4::uuid[], $5::uuid[]) AS m(job_id, event_id, task_id) \
+         WHERE j.id = m.job_id AND j.status = 'QUEUED' AND j.current_event_id = m.event_id \
+         RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload, j.status, \
+             j.attempts, j.max_attempts, j.current_event_id, j.worker_id, j.last_task_id, \
+             j.lease_expires_at, j.heartbeat_at, j.queued_at, j.started_at, j.finished_at, \
+             j.error_code, j.error_message, j.created_at, j.updated_at, \
+             (SELECT t.status FROM tenants AS t WHERE t.id = j.tenant_id) AS tenant_status",
     )
-    .bind::<SqlUuid, _>(job_id)
-    .bind::<SqlUuid, _>(event_id)
     .bind::<Text, _>(worker_id)
-    .bind::<SqlUuid, _>(task_id)
     .bind::<Int8, _>(duration_millis(lease))
-    .get_result::<Job>(conn)
-    .await
-    .optional()?)
+    .bind::<Array<SqlUuid>, _>(job_ids)
+    .bind::<Array<SqlUuid>, _>(event_ids)
+    .bind::<Array<SqlUuid>, _>(task_ids)
+    .prepared()
+    .load::<ClaimedJob>(conn)
+    .await?)
 }
 
 /// Fenced `RUNNING → SUCCEEDED`. False when the fence no longer holds.
@@ -227,6 +289,7 @@ pub async fn mark_succeeded(conn: &mut AsyncPgConnection, fence: &Fence) -> Resu
     .bind::<SqlUuid, _>(fence.job_id)
     .bind::<Text, _>(&fence.worker_id)
     .bind::<Int4, _>(fence.attempt)
+    .prepared()
     .execute(conn)
     .await?;
     Ok(updated == 1)
@@ -250,6 +313,7 @@ pub async fn mark_failed(
     .bind::<Int4, _>(fence.attempt)
     .bind::<Text, _>(error_code)
     .bind::<Text, _>(bounded(safe_message))
+    .prepared()
     .execute(conn)
     .await?;
     Ok(updated == 1)
@@ -296,6 +360,7 @@ pub async fn requeue_for_retry(
     .bind::<Int8, _>(duration_millis(delay))
     .bind::<Text, _>(error_code)
     .bind::<Text, _>(bounded(safe_message))
+    .prepared()
     .get_result::<Count>(conn)
     .await?;
     Ok(requeued.count == 1)
@@ -337,6 +402,7 @@ pub async fn heartbeat(
     .bind::<Text, _>(&fence.worker_id)
     .bind::<Int4, _>(fence.attempt)
     .bind::<Int8, _>(duration_millis(lease))
+    .prepared()
     .get_result::<BeatRow>(conn)
     .await?;
     Ok(if row.extended {

@@ -11,6 +11,7 @@ pub mod members;
 pub mod migrate;
 pub mod nonces;
 pub mod outbox;
+pub mod prepared;
 pub mod schema;
 pub mod search_indexes;
 pub mod stats;
@@ -20,9 +21,12 @@ pub mod workers;
 
 use std::time::Duration;
 
+use diesel_async::AsyncConnection;
 use diesel_async::AsyncPgConnection;
-use diesel_async::pooled_connection::AsyncDieselConnectionManager;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
 
 use crate::config::DatabaseSettings;
 
@@ -57,10 +61,42 @@ impl DbError {
     }
 }
 
+/// How the connections of a pool commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitMode {
+    /// The server's `synchronous_commit` (on): an acknowledged commit survives a crash.
+    Durable,
+    /// `synchronous_commit = off` for every session of the pool: a commit is
+    /// acknowledged before its WAL reaches the disk, and a database crash may undo the
+    /// last few hundred milliseconds of them. Only for a process all of whose writes a
+    /// crash may undo without harm, because a later rule finds and repeats them: the
+    /// dispatcher (claims time out, publishing twice is deduplicated by the worker's
+    /// claim, the rescuer and the lost-message rule run again). WAL is flushed in order,
+    /// so any later durable commit (an upload, a job's finish) makes these durable too.
+    Relaxed,
+}
+
 /// Builds a lazily connecting pool: processes start while PostgreSQL is still coming up
 /// and report unreadiness instead of crashing.
 pub fn build_pool(settings: &DatabaseSettings) -> Result<PgPool, DbError> {
-    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(settings.url.expose());
+    build_pool_with(settings, CommitMode::Durable)
+}
+
+/// [`build_pool`] with the given commit mode.
+pub fn build_pool_with(settings: &DatabaseSettings, mode: CommitMode) -> Result<PgPool, DbError> {
+    let mut config = ManagerConfig::<AsyncPgConnection>::default();
+    // The default (`Verified`) runs `SELECT 1` on every checkout: a round trip and a
+    // commit per use, about a third of the worker's statements. A connection the server
+    // closed is still dropped at checkout (`is_broken` sees the closed socket); one that
+    // dies silently fails its next statement, which every caller handles as an error.
+    config.recycling_method = RecyclingMethod::Fast;
+    if mode == CommitMode::Relaxed {
+        config.custom_setup = Box::new(|url| Box::pin(connect_relaxed(url.to_owned())));
+    }
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
+        settings.url.expose(),
+        config,
+    );
     let timeout = Duration::from_secs(settings.connect_timeout_seconds);
     Pool::builder(manager)
         .max_size(settings.pool_size)
@@ -69,6 +105,15 @@ pub fn build_pool(settings: &DatabaseSettings) -> Result<PgPool, DbError> {
         .runtime(deadpool_runtime())
         .build()
         .map_err(|error| DbError::Build(error.to_string()))
+}
+
+async fn connect_relaxed(url: String) -> diesel::ConnectionResult<AsyncPgConnection> {
+    use diesel_async::SimpleAsyncConnection;
+    let mut conn = AsyncPgConnection::establish(&url).await?;
+    conn.batch_execute("SET synchronous_commit = off")
+        .await
+        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+    Ok(conn)
 }
 
 fn deadpool_runtime() -> deadpool::Runtime {

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::DbError;
 use super::jobs::{bounded, duration_millis};
+use super::prepared::Prepared;
 use super::schema::outbox_events;
 use crate::states::EventStatus;
 
@@ -60,6 +61,7 @@ pub async fn claim_due_events(
     )
     .bind::<Text, _>(dispatcher_id)
     .bind::<Int8, _>(limit)
+    .prepared()
     .load::<ClaimedEvent>(conn)
     .await?)
 }
@@ -83,6 +85,7 @@ pub async fn mark_published(
     .bind::<Array<SqlUuid>, _>(ids)
     .bind::<Array<SqlUuid>, _>(task_ids)
     .bind::<Text, _>(dispatcher_id)
+    .prepared()
     .execute(conn)
     .await?)
 }
@@ -109,6 +112,7 @@ pub async fn release_for_retry(
     .bind::<Array<Int8>, _>(delays)
     .bind::<Text, _>(dispatcher_id)
     .bind::<Text, _>(bounded(safe_error))
+    .prepared()
     .execute(conn)
     .await?)
 }

@@ -189,6 +189,10 @@ impl JobHandler for AnalyzeDocument {
         Ok(())
     }
 
+    fn writes_on_success(&self) -> bool {
+        true
+    }
+
     async fn commit_success(&self, conn: &mut AsyncPgConnection, job: &Job) -> Result<(), DbError> {
         let Ok(payload) = guards::payload::<AnalyzeDocumentPayload>(job) else {
             return Ok(());

@@ -135,6 +135,10 @@ impl JobHandler for DeleteTenant {
         Ok(())
     }
 
+    fn writes_on_success(&self) -> bool {
+        true
+    }
+
     async fn commit_success(&self, conn: &mut AsyncPgConnection, job: &Job) -> Result<(), DbError> {
         // The payload was parsed by `run` already; a failure here cannot happen.
         let Ok(request) = guards::payload::<DeleteTenantPayload>(job) else {

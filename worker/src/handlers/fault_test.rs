@@ -76,6 +76,10 @@ impl JobHandler for FaultTest {
         Ok(())
     }
 
+    fn writes_on_success(&self) -> bool {
+        true
+    }
+
     async fn commit_success(&self, conn: &mut AsyncPgConnection, job: &Job) -> Result<(), DbError> {
         diesel::sql_query(
             "INSERT INTO fault_effects (job_id) VALUES ($1) \

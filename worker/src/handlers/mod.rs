@@ -11,7 +11,7 @@ mod provision_tenant;
 mod purge_document;
 mod verify_document;
 
-pub use guards::{database_unavailable, ensure_tenant_status};
+pub use guards::ensure_tenant_status;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,8 +47,15 @@ pub trait JobHandler: Send + Sync {
         cancelled: &CancellationToken,
     ) -> Result<(), JobError>;
 
+    /// True when [`Self::commit_success`] writes anything. Without such writes the fenced
+    /// `SUCCEEDED` is one statement on its own: no `BEGIN` and `COMMIT` round trips.
+    fn writes_on_success(&self) -> bool {
+        false
+    }
+
     /// Writes that must commit with the job's success, in the same transaction as the
-    /// fenced `SUCCEEDED` (for example the document's new status).
+    /// fenced `SUCCEEDED` (for example the document's new status). A handler that
+    /// overrides it says so in [`Self::writes_on_success`].
     async fn commit_success(
         &self,
         _conn: &mut AsyncPgConnection,

@@ -43,6 +43,10 @@ impl JobHandler for ProvisionTenant {
         .map_err(database_unavailable)
     }
 
+    fn writes_on_success(&self) -> bool {
+        true
+    }
+
     async fn commit_success(&self, conn: &mut AsyncPgConnection, job: &Job) -> Result<(), DbError> {
         let activated = tenants::transition(
             conn,

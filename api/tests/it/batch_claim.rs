@@ -1,0 +1,139 @@
+//! The worker claims a popped batch in one statement: each row keeps its own guard, so
+//! the batch claims exactly what its messages would have one by one, and racing
+//! batches never claim a job twice. Hot statements stay prepared on their connection.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::sql_types::BigInt;
+use diesel_async::RunQueryDsl;
+use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::db::jobs::{self, ClaimRequest, Fence};
+use quire_shared::states::{JobStatus, TenantStatus};
+use tokio::sync::Barrier;
+use uuid::Uuid;
+
+use crate::helpers::TestApp;
+
+const LEASE: Duration = Duration::from_secs(60);
+
+async fn requests_for(app: &TestApp, ids: &[Uuid]) -> Vec<ClaimRequest> {
+    let mut requests = Vec::with_capacity(ids.len());
+    for &job_id in ids {
+        requests.push(ClaimRequest {
+            job_id,
+            event_id: app.job(job_id).await.current_event_id.expect("event"),
+            task_id: Uuid::now_v7(),
+        });
+    }
+    requests
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_claims_each_current_message_once_and_nothing_else() {
+    let app = TestApp::spawn().await;
+    let ids = app.enqueue_fault_jobs(3, FaultTestPayload::default()).await;
+    let mut requests = requests_for(&app, &ids).await;
+    // A second copy of the first message, and a message of an event that is not current.
+    requests.push(ClaimRequest {
+        task_id: Uuid::now_v7(),
+        ..requests[0]
+    });
+    requests.push(ClaimRequest {
+        event_id: Uuid::now_v7(),
+        task_id: Uuid::now_v7(),
+        ..requests[1]
+    });
+
+    let mut conn = app.pool.get().await.expect("connection");
+    let claimed = jobs::claim_jobs(&mut conn, &requests, "worker-batch", LEASE)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 3, "one claim per job");
+    for claimed in &claimed {
+        assert_eq!(claimed.job.status, JobStatus::Running);
+        assert_eq!(claimed.job.attempts, 1);
+        assert_eq!(claimed.job.worker_id.as_deref(), Some("worker-batch"));
+        assert_eq!(claimed.tenant_status(), Some(TenantStatus::Active));
+        let task = claimed.job.last_task_id.expect("task id");
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.job_id == claimed.job.id && r.task_id == task),
+            "the claim records the task of a message for that job"
+        );
+    }
+    let again = jobs::claim_jobs(&mut conn, &requests, "worker-other", LEASE)
+        .await
+        .expect("claim again");
+    assert!(again.is_empty(), "running jobs are not claimed again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_batches_claim_every_job_exactly_once() {
+    let app = TestApp::spawn().await;
+    let ids = app
+        .enqueue_fault_jobs(40, FaultTestPayload::default())
+        .await;
+    let requests = Arc::new(requests_for(&app, &ids).await);
+    let racers = 6;
+    let barrier = Arc::new(Barrier::new(racers));
+    let mut tasks = Vec::new();
+    for racer in 0..racers {
+        let (pool, barrier, requests) = (app.pool.clone(), barrier.clone(), requests.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut conn = pool.get().await.expect("connection");
+            // Each racer holds the same messages in its own order.
+            let mut mine = requests.to_vec();
+            let turn = racer * 7 % mine.len();
+            mine.rotate_left(turn);
+            barrier.wait().await;
+            jobs::claim_jobs(&mut conn, &mine, &format!("worker-{racer}"), LEASE)
+                .await
+                .expect("claim")
+        }));
+    }
+    let mut seen = HashSet::new();
+    for task in tasks {
+        for claimed in task.await.expect("racer") {
+            assert!(seen.insert(claimed.job.id), "a job was claimed twice");
+        }
+    }
+    assert_eq!(seen.len(), ids.len(), "every job was claimed");
+    for id in ids {
+        let job = app.job(id).await;
+        assert_eq!((job.status, job.attempts), (JobStatus::Running, 1));
+    }
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    count: i64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_statements_are_prepared_once_per_connection() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.pool.get().await.expect("connection");
+    let fence = Fence {
+        job_id: Uuid::now_v7(),
+        worker_id: "worker-nobody".to_owned(),
+        attempt: 1,
+    };
+    for _ in 0..3 {
+        let applied = jobs::mark_succeeded(&mut conn, &fence)
+            .await
+            .expect("finish");
+        assert!(!applied, "no such job");
+    }
+    let prepared: Count = diesel::sql_query(
+        "SELECT count(*) AS count FROM pg_prepared_statements \
+         WHERE statement LIKE '%SET status = ''SUCCEEDED''%'",
+    )
+    .get_result(&mut conn)
+    .await
+    .expect("prepared statements");
+    assert_eq!(prepared.count, 1, "prepared once, run three times");
+}
