@@ -1,6 +1,7 @@
-//! `quire-admin bench` runs end to end at a small N: it starts its own dispatcher and
-//! worker processes, and every job of both workloads ends SUCCEEDED. Its timings are
-//! printed, never asserted (docs/benchmarks.md holds the measured numbers).
+//! `quire-admin bench` runs end to end at a small N: it starts its own dispatcher, two
+//! worker processes and, for the upload run, an API process; every job of both
+//! workloads ends SUCCEEDED and every upload is answered 201. Its timings are printed,
+//! never asserted (docs/benchmarks.md holds the measured numbers).
 
 use serde_json::Value;
 
@@ -24,6 +25,12 @@ async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
             "4",
             "--file-size",
             "4096",
+            "--workers",
+            "2",
+            "--uploads",
+            "10",
+            "--upload-clients",
+            "4",
         ]);
         assert!(ok, "bench {workload} failed: {err}\n{out}");
         let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
@@ -31,8 +38,10 @@ async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
         assert_eq!(report["workload"], workload);
         assert_eq!(report["succeeded"], 40, "{report}");
         assert_eq!(report["steady"]["succeeded"], 20, "{report}");
+        assert_eq!(report["workers"], 2, "{report}");
         for key in [
             "enqueue_jobs_per_second",
+            "http_uploads_per_second",
             "drain_jobs_per_second",
             "db_commits_per_job",
         ] {

@@ -1,12 +1,14 @@
-//! `quire-admin bench`: measures the real stack. It starts a dispatcher and a worker as
-//! separate processes (the binaries beside this one) on the configured PostgreSQL and
-//! Redis, in a Redis namespace and a tenant of their own, and measures:
+//! `quire-admin bench`: measures the real stack. It starts a dispatcher and
+//! `--workers` worker processes (the binaries beside this one) on the configured
+//! PostgreSQL and Redis, in a Redis namespace and a tenant of their own, and measures:
 //!
 //! - direct enqueue: N jobs, one transaction each, from one client (a document row
 //!   with each for the integrity workload);
 //! - drain: the N pre-enqueued jobs, first start to last finish (database clock);
 //! - steady latency at a fixed rate: commit → start and commit → finish percentiles,
 //!   and the outbox lag (commit → published);
+//! - HTTP uploads: multipart uploads from concurrent clients to a `quire-api` of its own
+//!   (their jobs are cancelled afterwards: the upload path is what is measured);
 //! - CPU seconds per 1,000 jobs and peak RSS of each process (from /proc), and database
 //!   commits per job (pg_stat_database) over the drain.
 //!
@@ -32,6 +34,8 @@ use serde_json::json;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
+mod uploads;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
     /// Jobs that do nothing: the queue's own cost.
@@ -56,14 +60,64 @@ pub struct BenchArgs {
     /// Seconds of the steady run.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
-    /// File size of the integrity workload.
+    /// File size of the integrity workload and of the HTTP uploads.
     #[arg(long, default_value_t = 65_536)]
     file_size: usize,
+    /// Worker processes, each with --slots slots.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Events the dispatcher claims and publishes per round (its `batch_size`).
+    #[arg(long)]
+    batch_size: Option<u32>,
+    /// Multipart uploads to a quire-api process of the bench's own (0: no upload run).
+    #[arg(long, default_value_t = 2000)]
+    uploads: usize,
+    /// Concurrent HTTP clients of the upload run.
+    #[arg(long, default_value_t = 16)]
+    upload_clients: usize,
 }
 
 struct Stack {
     dispatcher: Child,
-    worker: Child,
+    workers: Vec<Child>,
+}
+
+impl Stack {
+    fn start(namespace: &str, args: &BenchArgs) -> anyhow::Result<Self> {
+        let mut dispatcher = Command::new(sibling("quire-dispatcher")?);
+        if let Some(batch_size) = args.batch_size {
+            dispatcher.env("QUIRE__DISPATCHER__BATCH_SIZE", batch_size.to_string());
+        }
+        let workers = (0..args.workers)
+            .map(|_| {
+                let mut worker = Command::new(sibling("quire-worker")?);
+                worker.env("QUIRE__WORKER__CONCURRENCY", args.slots.to_string());
+                spawn(worker, namespace)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Self {
+            dispatcher: spawn(dispatcher, namespace)?,
+            workers,
+        })
+    }
+
+    /// CPU seconds of the dispatcher and of all workers together, and peak RSS of the
+    /// dispatcher and of the largest worker.
+    fn usage(&self) -> ((f64, u64), (f64, u64)) {
+        let workers = self
+            .workers
+            .iter()
+            .map(usage)
+            .fold((0.0, 0), |(cpu, rss), (c, r)| (cpu + c, rss.max(r)));
+        (usage(&self.dispatcher), workers)
+    }
+
+    async fn stop(mut self) {
+        let _ = self.dispatcher.kill().await;
+        for worker in &mut self.workers {
+            let _ = worker.kill().await;
+        }
+    }
 }
 
 fn sibling(name: &str) -> anyhow::Result<PathBuf> {
@@ -78,10 +132,11 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-fn spawn(name: &str, namespace: &str, slots: usize) -> anyhow::Result<Child> {
-    Command::new(sibling(name)?)
+/// Starts a process of the stack in the bench's Redis namespace, quiet, killed with the
+/// bench.
+fn spawn(mut command: Command, namespace: &str) -> anyhow::Result<Child> {
+    command
         .env("QUIRE__REDIS__NAMESPACE", namespace)
-        .env("QUIRE__WORKER__CONCURRENCY", slots.to_string())
         .env("QUIRE__DISPATCHER__ADMIN_LISTEN", "")
         .env("QUIRE__WORKER__ADMIN_LISTEN", "")
         .env("RUST_LOG", "warn")
@@ -90,7 +145,7 @@ fn spawn(name: &str, namespace: &str, slots: usize) -> anyhow::Result<Child> {
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("failed to start {name}"))
+        .with_context(|| format!("failed to start {:?}", command.as_std().get_program()))
 }
 
 /// CPU seconds (user + system) and peak RSS in bytes of a running process.
@@ -302,12 +357,13 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     let pool = super::connect(&settings).await?;
     let suffix = &Uuid::new_v4().simple().to_string()[..8];
     let namespace = format!("bench-{suffix}");
+    let user_id = Uuid::now_v7();
     let tenant_id = {
         let mut conn = pool.get().await?;
         let tenant =
             tenants::create_tenant(&mut conn, &format!("bench-{suffix}"), TenantStatus::Active)
                 .await?;
-        members::materialize(&mut conn, tenant.id, &[MemberSpec::User(Uuid::now_v7())]).await?;
+        members::materialize(&mut conn, tenant.id, &[MemberSpec::User(user_id)]).await?;
         tenant.id
     };
     let bench = Bench {
@@ -330,14 +386,10 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     let commits_before = commits(&mut conn).await?;
 
     // Drain: start the processes; the database clock times first start to last finish.
-    let mut stack = Stack {
-        dispatcher: spawn("quire-dispatcher", &namespace, args.slots)?,
-        worker: spawn("quire-worker", &namespace, args.slots)?,
-    };
+    let stack = Stack::start(&namespace, &args)?;
     let drained = wait_finished(&pool, &backlog, Duration::from_secs(600)).await?;
     let commits_after = commits(&mut conn).await?;
-    let (dispatcher_cpu, _) = usage(&stack.dispatcher);
-    let (worker_cpu, _) = usage(&stack.worker);
+    let ((dispatcher_cpu, _), (worker_cpu, _)) = stack.usage();
 
     // Steady run at a fixed rate.
     let steady_jobs = (u64::from(args.rate) * args.seconds) as usize;
@@ -356,10 +408,28 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     } else {
         wait_finished(&pool, &steady, Duration::from_secs(600)).await?
     };
-    let (_, dispatcher_rss) = usage(&stack.dispatcher);
-    let (_, worker_rss) = usage(&stack.worker);
-    let _ = stack.dispatcher.kill().await;
-    let _ = stack.worker.kill().await;
+    let ((_, dispatcher_rss), (_, worker_rss)) = stack.usage();
+    stack.stop().await;
+
+    // HTTP uploads with nothing consuming; their analyze jobs are withdrawn afterwards.
+    let uploads = if args.uploads == 0 {
+        None
+    } else {
+        let run = uploads::run(uploads::UploadPlan {
+            settings: &settings,
+            namespace: &namespace,
+            tenant_id,
+            user_id,
+            count: args.uploads,
+            clients: args.upload_clients,
+            file_size: args.file_size,
+        })
+        .await?;
+        jobs::cancel_jobs(&mut conn, &run.job_ids, "bench uploads are not analyzed").await?;
+        Some(run)
+    };
+    let uploads_per_second = uploads.as_ref().map_or(0.0, |run| run.uploads_per_second);
+    let api_rss = uploads.as_ref().map_or(0, |run| run.api_peak_rss);
 
     let jobs = args.jobs as f64;
     let per_thousand = |cpu: f64| if jobs > 0.0 { cpu / jobs * 1000.0 } else { 0.0 };
@@ -367,12 +437,16 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         "workload": format!("{:?}", args.workload).to_lowercase(),
         "jobs": args.jobs,
         "slots": args.slots,
+        "workers": args.workers,
+        "dispatcher_batch_size": args.batch_size.map_or(settings.dispatcher.batch_size, i64::from),
         "succeeded": drained.succeeded,
         "enqueue_jobs_per_second": jobs / enqueue_seconds.max(f64::EPSILON),
+        "http_uploads_per_second": uploads_per_second,
+        "upload_clients": args.upload_clients,
         "drain_jobs_per_second": jobs / drained.drain_seconds.max(f64::EPSILON),
         "db_commits_per_job": (commits_after - commits_before) as f64 / jobs.max(1.0),
         "cpu_seconds_per_1000_jobs": { "dispatcher": per_thousand(dispatcher_cpu), "worker": per_thousand(worker_cpu) },
-        "peak_rss_bytes": { "dispatcher": dispatcher_rss, "worker": worker_rss },
+        "peak_rss_bytes": { "dispatcher": dispatcher_rss, "worker": worker_rss, "api": api_rss },
         "steady": {
             "rate": args.rate, "jobs": steady.len(), "succeeded": latency.succeeded,
             "commit_to_start_ms": { "p50": latency.start_p50, "p95": latency.start_p95, "p99": latency.start_p99, "max": latency.start_max },
@@ -389,6 +463,13 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
             "{:.0}",
             report["enqueue_jobs_per_second"].as_f64().unwrap_or(0.0)
         ),
+    );
+    table_row(
+        &format!(
+            "HTTP uploads of {} bytes (/s, {} clients)",
+            args.file_size, args.upload_clients
+        ),
+        format!("{uploads_per_second:.0}"),
     );
     table_row(
         "drain (jobs/s)",
@@ -413,11 +494,12 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         ),
     );
     table_row(
-        "peak RSS MiB: dispatcher / worker",
+        "peak RSS MiB: dispatcher / worker / api",
         format!(
-            "{:.1} / {:.1}",
+            "{:.1} / {:.1} / {:.1}",
             dispatcher_rss as f64 / 1048576.0,
-            worker_rss as f64 / 1048576.0
+            worker_rss as f64 / 1048576.0,
+            api_rss as f64 / 1048576.0
         ),
     );
     table_row(
