@@ -22,6 +22,10 @@ pub const JOBS_CANCELLED: &str = "quire_jobs_cancelled_total";
 pub const JOB_RUN_SECONDS: &str = "quire_job_run_seconds";
 pub const JOB_QUEUE_WAIT_SECONDS: &str = "quire_job_queue_wait_seconds";
 pub const DUPLICATES_SKIPPED: &str = "quire_duplicate_deliveries_skipped_total";
+/// Messages a worker popped and claimed in one statement.
+pub const CLAIM_BATCH_SIZE: &str = "quire_claim_batch_size";
+/// Successes a worker wrote in one statement.
+pub const FINISH_BATCH_SIZE: &str = "quire_finish_batch_size";
 pub const PUBLISH_BATCH_SIZE: &str = "quire_publish_batch_size";
 pub const PUBLISH_FAILURES: &str = "quire_publish_failures_total";
 pub const EVENTS_PUBLISHED: &str = "quire_events_published_total";

@@ -9,6 +9,7 @@ use quire_shared::retry::Backoff;
 use quire_shared::storage::{LocalStore, ObjectStore};
 use uuid::Uuid;
 
+use crate::completer::Completer;
 use crate::handlers::Registry;
 
 pub struct WorkerContext {
@@ -19,17 +20,22 @@ pub struct WorkerContext {
     pub handlers: Registry,
     pub lease: Duration,
     pub retry_backoff: Backoff,
+    /// Writes successes without completion writes in batches.
+    pub completer: Completer,
 }
 
 impl WorkerContext {
+    /// Starts the completion writer: call it inside the runtime.
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
+        let pool = db::build_pool(&settings.database)?;
         Ok(Self {
             worker_id: format!(
                 "worker-{}-{}",
                 std::process::id(),
                 &Uuid::new_v4().simple().to_string()[..12]
             ),
-            pool: db::build_pool(&settings.database)?,
+            completer: Completer::start(pool.clone()),
+            pool,
             store: Arc::new(LocalStore::new(&settings.storage.data_dir)),
             handlers: Registry::standard(settings),
             lease: Duration::from_secs(settings.worker.lease_seconds),

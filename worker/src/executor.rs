@@ -61,6 +61,7 @@ pub async fn claim(context: &WorkerContext, deliveries: Vec<Delivery>) -> Vec<Cl
             task_id: message.task_id,
         })
         .collect();
+    metrics::histogram!(quire_shared::metrics::CLAIM_BATCH_SIZE).record(requests.len() as f64);
     let claimed = async {
         let mut conn = context.pool.get().await?;
         jobs::claim_jobs(&mut conn, &requests, &context.worker_id, context.lease).await
@@ -259,9 +260,8 @@ async fn finish(
     fence: &Fence,
     outcome: Result<(), JobError>,
 ) -> anyhow::Result<()> {
-    let mut conn = context.pool.get().await?;
     let applied = match &outcome {
-        Ok(()) => succeed(&mut conn, handler, job, fence).await?,
+        Ok(()) => succeed(context, handler, job, fence).await?,
         Err(JobError::Transient {
             code,
             message,
@@ -276,6 +276,7 @@ async fn finish(
                 retry_in_ms = delay.as_millis() as u64,
                 "job failed transiently, retrying"
             );
+            let mut conn = context.pool.get().await?;
             jobs::requeue_for_retry(&mut conn, fence, delay, code, message).await?
         }
         Err(error) => {
@@ -285,6 +286,7 @@ async fn finish(
                 JobError::Transient { .. } => true,
             };
             tracing::warn!(code = error.code(), "job failed");
+            let mut conn = context.pool.get().await?;
             fail(&mut conn, job, fence, error, fail_document).await?
         }
     };
@@ -311,24 +313,27 @@ async fn finish(
 
 /// `RUNNING → SUCCEEDED` and the handler's own completion writes, in one transaction:
 /// an effect never commits for a job whose fence no longer holds. A handler without such
-/// writes finishes in one statement.
+/// writes hands its fenced finish to the completer, which writes it in a batch.
 async fn succeed(
-    conn: &mut AsyncPgConnection,
+    context: &WorkerContext,
     handler: Option<&dyn JobHandler>,
     job: &Job,
     fence: &Fence,
-) -> Result<bool, DbError> {
+) -> anyhow::Result<bool> {
     let Some(handler) = handler.filter(|handler| handler.writes_on_success()) else {
-        return jobs::mark_succeeded(conn, fence).await;
+        return context.completer.succeed(fence.clone()).await;
     };
-    conn.transaction::<_, DbError, _>(async |conn| {
-        if !jobs::mark_succeeded(conn, fence).await? {
-            return Ok(false);
-        }
-        handler.commit_success(conn, job).await?;
-        Ok(true)
-    })
-    .await
+    let mut conn = context.pool.get().await?;
+    let applied = conn
+        .transaction::<_, DbError, _>(async |conn| {
+            if !jobs::mark_succeeded(conn, fence).await? {
+                return Ok(false);
+            }
+            handler.commit_success(conn, job).await?;
+            Ok(true)
+        })
+        .await?;
+    Ok(applied)
 }
 
 /// `RUNNING → FAILED` and, when asked, the document `FAILED` — in one transaction, so the

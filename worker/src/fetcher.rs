@@ -98,13 +98,22 @@ pub async fn run(
                     .zip(permits)
                     .map(|(raw, permit)| Delivery { raw, permit })
                     .collect();
-                for claimed in executor::claim(&context, deliveries).await {
-                    let context = Arc::clone(&context);
-                    let hard_stop = hard_stop.clone();
-                    tasks.spawn(async move {
-                        executor::run(&context, claimed, &hard_stop).await;
-                    });
-                }
+                // The claim runs beside the next pop: the loop goes back to Redis as
+                // soon as a slot is free, not when this batch's claim has committed.
+                let context = Arc::clone(&context);
+                let hard_stop = hard_stop.clone();
+                tasks.spawn(async move {
+                    let mut jobs = JoinSet::new();
+                    for claimed in executor::claim(&context, deliveries).await {
+                        let context = Arc::clone(&context);
+                        let hard_stop = hard_stop.clone();
+                        jobs.spawn(async move {
+                            executor::run(&context, claimed, &hard_stop).await;
+                        });
+                    }
+                    // Dropping this task (at the drain deadline) aborts its jobs too.
+                    while jobs.join_next().await.is_some() {}
+                });
             }
             Ok(Ok(None)) => {}
             Ok(Err(error)) => {
@@ -144,18 +153,18 @@ async fn drain(mut tasks: JoinSet<()>, deadline: Duration, hard_stop: Cancellati
     if tasks.is_empty() {
         return;
     }
-    tracing::info!(in_flight = tasks.len(), "draining in-flight jobs");
+    tracing::info!(batches = tasks.len(), "draining in-flight jobs");
     if join_all(&mut tasks, deadline).await {
         return;
     }
     tracing::warn!(
-        running = tasks.len(),
+        batches = tasks.len(),
         "drain deadline passed, stopping running jobs and queueing them again"
     );
     hard_stop.cancel();
     if !join_all(&mut tasks, Duration::from_secs(10)).await {
         tracing::warn!(
-            abandoned = tasks.len(),
+            batches = tasks.len(),
             "jobs did not stop, leaving them to their leases"
         );
         tasks.abort_all();

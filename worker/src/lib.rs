@@ -3,6 +3,7 @@
 //! attempt (DESIGN §4 steps 3–6).
 
 mod analysis;
+mod completer;
 mod context;
 mod executor;
 mod fetcher;

@@ -107,6 +107,61 @@ async fn racing_batches_claim_every_job_exactly_once() {
     }
 }
 
+/// The claim commits asynchronously, so a database crash may undo it; lost-message
+/// recovery then announces the job again with a new broker task, and the same worker may
+/// claim it again at the same attempt. The first run's fence must no longer hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_made_again_after_an_undone_one_fences_out_the_first_run() {
+    let app = TestApp::spawn().await;
+    let ids = app.enqueue_fault_jobs(1, FaultTestPayload::default()).await;
+    let first = requests_for(&app, &ids).await;
+    let mut conn = app.pool.get().await.expect("connection");
+    let claimed = jobs::claim_jobs(&mut conn, &first, "worker-same", LEASE)
+        .await
+        .expect("claim");
+    let first_fence = claimed[0].job.fence().expect("fence");
+    // What a crash that lost the claim's commit leaves behind.
+    diesel::sql_query(
+        "UPDATE processing_jobs SET status = 'QUEUED', attempts = 0, worker_id = NULL, \
+             started_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL WHERE id = $1",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(ids[0])
+    .execute(&mut conn)
+    .await
+    .expect("undo the claim");
+    let again = requests_for(&app, &ids).await;
+    let reclaimed = jobs::claim_jobs(&mut conn, &again, "worker-same", LEASE)
+        .await
+        .expect("claim again");
+    let second_fence = reclaimed[0].job.fence().expect("fence");
+    assert_eq!(
+        (&first_fence.worker_id, first_fence.attempt),
+        (&second_fence.worker_id, second_fence.attempt),
+        "same worker, same attempt: only the task tells the runs apart"
+    );
+
+    let beat = jobs::heartbeat(&mut conn, &first_fence, LEASE)
+        .await
+        .expect("heartbeat");
+    assert_eq!(beat, jobs::Beat::Lost(Some(JobStatus::Running)));
+    assert!(
+        !jobs::mark_succeeded(&mut conn, &first_fence)
+            .await
+            .expect("finish")
+    );
+    assert!(
+        !jobs::mark_failed(&mut conn, &first_fence, "x", "x")
+            .await
+            .expect("fail")
+    );
+    assert!(
+        jobs::mark_succeeded(&mut conn, &second_fence)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(app.job(ids[0]).await.status, JobStatus::Succeeded);
+}
+
 #[derive(diesel::QueryableByName)]
 struct Count {
     #[diesel(sql_type = BigInt)]
@@ -121,6 +176,7 @@ async fn hot_statements_are_prepared_once_per_connection() {
         job_id: Uuid::now_v7(),
         worker_id: "worker-nobody".to_owned(),
         attempt: 1,
+        task_id: Uuid::now_v7(),
     };
     for _ in 0..3 {
         let applied = jobs::mark_succeeded(&mut conn, &fence)

@@ -22,13 +22,15 @@ pub async fn start_processing(
         "UPDATE documents SET status = 'PROCESSING', processing_error = NULL, updated_at = now() \
          WHERE id = $1 AND tenant_id = $2 AND trashed_at IS NULL \
            AND EXISTS (SELECT 1 FROM processing_jobs j \
-                       WHERE j.id = $3 AND j.status = 'RUNNING' AND j.worker_id = $4 AND j.attempts = $5)",
+                       WHERE j.id = $3 AND j.status = 'RUNNING' AND j.worker_id = $4 \
+                         AND j.attempts = $5 AND j.last_task_id = $6)",
     )
     .bind::<SqlUuid, _>(document_id)
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(fence.job_id)
     .bind::<Text, _>(&fence.worker_id)
     .bind::<Int4, _>(fence.attempt)
+    .bind::<SqlUuid, _>(fence.task_id)
     .execute(conn)
     .await?;
     Ok(updated == 1)
@@ -59,7 +61,8 @@ pub async fn record_findings(
              updated_at = now() \
          WHERE id = $1 AND tenant_id = $2 AND current_version_id = $5 \
            AND EXISTS (SELECT 1 FROM processing_jobs j \
-                       WHERE j.id = $6 AND j.status = 'RUNNING' AND j.worker_id = $7 AND j.attempts = $8)",
+                       WHERE j.id = $6 AND j.status = 'RUNNING' AND j.worker_id = $7 \
+                         AND j.attempts = $8 AND j.last_task_id = $9)",
     )
     .bind::<SqlUuid, _>(document_id)
     .bind::<SqlUuid, _>(tenant_id)
@@ -69,6 +72,7 @@ pub async fn record_findings(
     .bind::<SqlUuid, _>(fence.job_id)
     .bind::<Text, _>(&fence.worker_id)
     .bind::<Int4, _>(fence.attempt)
+    .bind::<SqlUuid, _>(fence.task_id)
     .execute(conn)
     .await?;
     if updated == 1 {

@@ -54,16 +54,21 @@ impl Job {
             job_id: self.id,
             worker_id: self.worker_id.clone()?,
             attempt: self.attempts,
+            task_id: self.last_task_id?,
         })
     }
 }
 
-/// What a claim gives a worker: every later write of that worker must match it.
+/// What a claim gives a worker: every later write of that worker must match it. The
+/// broker task of the message that claimed is part of it: each publication carries a
+/// new one, so even a claim a database crash undid and the same worker made again
+/// (same attempt) is told apart from the first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fence {
     pub job_id: Uuid,
     pub worker_id: String,
     pub attempt: i32,
+    pub task_id: Uuid,
 }
 
 /// A job to enqueue in the caller's transaction.
@@ -240,9 +245,12 @@ pub async fn claim_job(
 /// [`claim_job`] for a batch of popped messages in ONE statement: each row keeps its own
 /// guard (`QUEUED` and the message's event is the job's current one), so the batch claims
 /// exactly what the messages one by one would have. Two messages for one job claim it
-/// once. The claim commits durably: were it undone by a database crash, the same worker
-/// could claim the job again with the same fence (worker and attempt) while its first
-/// run goes on.
+/// once. The claim commits asynchronously (`synchronous_commit = off` for this statement
+/// only): a database crash that undoes it leaves the job `QUEUED` with its event
+/// published, which lost-message recovery announces again with a new broker task. The
+/// first run's fence names the old task, so its heartbeat stops it and its writes change
+/// nothing; and any durable commit of the first run (an effect, the finish) flushes the
+/// claim before it, so no effect can outlive an undone claim.
 pub async fn claim_jobs(
     conn: &mut AsyncPgConnection,
     requests: &[ClaimRequest],
@@ -256,12 +264,14 @@ pub async fn claim_jobs(
     let event_ids: Vec<Uuid> = requests.iter().map(|r| r.event_id).collect();
     let task_ids: Vec<Uuid> = requests.iter().map(|r| r.task_id).collect();
     Ok(diesel::sql_query(
-        "UPDATE processing_jobs AS j \
+        "WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)) \
+         UPDATE processing_jobs AS j \
          SET status = 'RUNNING', attempts = j.attempts + 1, worker_id = $1, \
              last_task_id = m.task_id, started_at = now(), heartbeat_at = now(), \
              lease_expires_at = now() + $2 * interval '1 millisecond', \
              error_code = NULL, error_message = NULL, updated_at = now() \
-         FROM unnest($3::uuid[], $4::uuid[], $5::uuid[]) AS m(job_id, event_id, task_id) \
+         FROM unnest($3::uuid[], $4::uuid[], $5::uuid[]) AS m(job_id, event_id, task_id), \
+              relaxed \
          WHERE j.id = m.job_id AND j.status = 'QUEUED' AND j.current_event_id = m.event_id \
          RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload, j.status, \
              j.attempts, j.max_attempts, j.current_event_id, j.worker_id, j.last_task_id, \
@@ -281,18 +291,43 @@ pub async fn claim_jobs(
 
 /// Fenced `RUNNING → SUCCEEDED`. False when the fence no longer holds.
 pub async fn mark_succeeded(conn: &mut AsyncPgConnection, fence: &Fence) -> Result<bool, DbError> {
-    let updated = diesel::sql_query(
-        "UPDATE processing_jobs \
+    let done = mark_succeeded_many(conn, std::slice::from_ref(fence)).await?;
+    Ok(done.len() == 1)
+}
+
+#[derive(QueryableByName)]
+struct JobId {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+}
+
+/// [`mark_succeeded`] for many jobs in one statement (one commit, one WAL flush): each
+/// row keeps its own fence. Returns the ids of the jobs whose fence held.
+pub async fn mark_succeeded_many(
+    conn: &mut AsyncPgConnection,
+    fences: &[Fence],
+) -> Result<Vec<Uuid>, DbError> {
+    let ids: Vec<Uuid> = fences.iter().map(|f| f.job_id).collect();
+    let workers: Vec<&str> = fences.iter().map(|f| f.worker_id.as_str()).collect();
+    let attempts: Vec<i32> = fences.iter().map(|f| f.attempt).collect();
+    let tasks: Vec<Uuid> = fences.iter().map(|f| f.task_id).collect();
+    let done = diesel::sql_query(
+        "UPDATE processing_jobs AS j \
          SET status = 'SUCCEEDED', finished_at = now(), lease_expires_at = NULL, updated_at = now() \
-         WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3",
+         FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::uuid[]) \
+             AS f(id, worker_id, attempt, task_id) \
+         WHERE j.id = f.id AND j.status = 'RUNNING' AND j.worker_id = f.worker_id \
+           AND j.attempts = f.attempt AND j.last_task_id = f.task_id \
+         RETURNING j.id",
     )
-    .bind::<SqlUuid, _>(fence.job_id)
-    .bind::<Text, _>(&fence.worker_id)
-    .bind::<Int4, _>(fence.attempt)
+    .bind::<Array<SqlUuid>, _>(ids)
+    .bind::<Array<Text>, _>(workers)
+    .bind::<Array<Int4>, _>(attempts)
+    .bind::<Array<SqlUuid>, _>(tasks)
     .prepared()
-    .execute(conn)
+    .load::<JobId>(conn)
     .await?;
-    Ok(updated == 1)
+    Ok(done.into_iter().map(|row| row.id).collect())
 }
 
 /// Fenced `RUNNING → FAILED` with a stable code and a safe, bounded message.
@@ -306,13 +341,15 @@ pub async fn mark_failed(
         "UPDATE processing_jobs \
          SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
              error_code = $4, error_message = $5, updated_at = now() \
-         WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3",
+         WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
+           AND last_task_id = $6",
     )
     .bind::<SqlUuid, _>(fence.job_id)
     .bind::<Text, _>(&fence.worker_id)
     .bind::<Int4, _>(fence.attempt)
     .bind::<Text, _>(error_code)
     .bind::<Text, _>(bounded(safe_message))
+    .bind::<SqlUuid, _>(fence.task_id)
     .prepared()
     .execute(conn)
     .await?;
@@ -344,6 +381,7 @@ pub async fn requeue_for_retry(
                  error_code = $6, error_message = $7, updated_at = now() \
              FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
              WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
+               AND j.last_task_id = $8 \
              RETURNING j.id, j.tenant_id, j.job_type, prev.previous), \
          event AS ( \
              INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
@@ -360,6 +398,7 @@ pub async fn requeue_for_retry(
     .bind::<Int8, _>(duration_millis(delay))
     .bind::<Text, _>(error_code)
     .bind::<Text, _>(bounded(safe_message))
+    .bind::<SqlUuid, _>(fence.task_id)
     .prepared()
     .get_result::<Count>(conn)
     .await?;
@@ -394,6 +433,7 @@ pub async fn heartbeat(
              UPDATE processing_jobs \
              SET heartbeat_at = now(), lease_expires_at = now() + $4 * interval '1 millisecond' \
              WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
+               AND last_task_id = $5 \
              RETURNING status) \
          SELECT EXISTS (SELECT 1 FROM beat) AS extended, \
                 (SELECT status FROM processing_jobs WHERE id = $1) AS status",
@@ -402,6 +442,7 @@ pub async fn heartbeat(
     .bind::<Text, _>(&fence.worker_id)
     .bind::<Int4, _>(fence.attempt)
     .bind::<Int8, _>(duration_millis(lease))
+    .bind::<SqlUuid, _>(fence.task_id)
     .prepared()
     .get_result::<BeatRow>(conn)
     .await?;
