@@ -117,7 +117,9 @@ pub struct Enqueued {
 }
 
 /// Writes a `QUEUED` job, its `PENDING` outbox event due now, and a NOTIFY delivered at
-/// commit — in one statement, inside the caller's transaction. Never touches Redis.
+/// commit — in one statement, inside the caller's transaction or on its own (one
+/// statement is atomic by itself: nothing else to write needs no BEGIN and COMMIT).
+/// Never touches Redis.
 /// `None` when an equivalent job is already active (at most one active analyze job per
 /// document version: the partial unique index decides, race-free).
 pub async fn enqueue<P: Serialize>(

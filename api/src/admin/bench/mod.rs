@@ -2,8 +2,8 @@
 //! `--workers` worker processes (the binaries beside this one) on the configured
 //! PostgreSQL and Redis, in a Redis namespace and a tenant of their own, and measures:
 //!
-//! - direct enqueue: N jobs, one transaction each, from one client (a document row
-//!   with each for the integrity workload);
+//! - direct enqueue: N jobs, one at a time from one client (a no-op job is one
+//!   statement; an integrity job one transaction with its document rows);
 //! - drain: the N pre-enqueued jobs, first start to last finish (database clock);
 //! - steady latency at a fixed rate: commit → start and commit → finish percentiles,
 //!   and the outbox lag (commit → published);
@@ -306,27 +306,28 @@ impl Bench {
         Ok(prepared)
     }
 
-    /// One transaction: the document (integrity) and the job with its outbox event.
+    /// The job with its outbox event: one statement, atomic on its own, for a no-op job;
+    /// one transaction with the document rows for the integrity workload.
     async fn enqueue_one(
         &self,
         conn: &mut AsyncPgConnection,
         document: Option<&NewDocument>,
     ) -> anyhow::Result<Uuid> {
         let tenant_id = self.tenant_id;
-        let enqueued = conn
-            .transaction::<_, DbError, _>(async |conn| match document {
-                None => {
-                    let job = NewJob {
-                        tenant_id,
-                        document_id: None,
-                        job_type: JobType::BenchNoop,
-                        payload: json!({}),
-                        max_attempts: 3,
-                        request_id: None,
-                    };
-                    jobs::enqueue(conn, &job).await
-                }
-                Some(document) => {
+        let enqueued = match document {
+            None => {
+                let job = NewJob {
+                    tenant_id,
+                    document_id: None,
+                    job_type: JobType::BenchNoop,
+                    payload: json!({}),
+                    max_attempts: 3,
+                    request_id: None,
+                };
+                jobs::enqueue(conn, &job).await?
+            }
+            Some(document) => {
+                conn.transaction::<_, DbError, _>(async |conn| {
                     documents::insert_document(conn, document).await?;
                     let job = NewJob {
                         tenant_id,
@@ -340,9 +341,10 @@ impl Bench {
                         request_id: None,
                     };
                     jobs::enqueue(conn, &job).await
-                }
-            })
-            .await?;
+                })
+                .await?
+            }
+        };
         Ok(enqueued
             .context("a bench job collided with an active one")?
             .job_id)
