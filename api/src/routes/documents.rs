@@ -179,12 +179,9 @@ async fn record_upload(
             {
                 return Err(RecordError::Duplicate(existing));
             }
-            let document = documents::insert_document(conn, new).await?;
+            let (document, version) = documents::insert_document(conn, new).await?;
             // A brand-new version has no active job: this always enqueues.
             let enqueued = jobs::enqueue(conn, job)
-                .await?
-                .ok_or(DbError::Query(diesel::result::Error::NotFound))?;
-            let version = documents::find_version(conn, new.tenant_id, new.id, new.version_id)
                 .await?
                 .ok_or(DbError::Query(diesel::result::Error::NotFound))?;
             let job = jobs::find_job(conn, enqueued.job_id)

@@ -7,6 +7,7 @@ use time::{Date, OffsetDateTime};
 use uuid::Uuid;
 
 use super::DbError;
+use super::prepared::Prepared;
 use super::schema::{document_versions, documents};
 use crate::states::DocumentStatus;
 
@@ -56,11 +57,12 @@ pub struct NewDocument {
     pub original_filename: Option<String>,
 }
 
-/// Inserts a `PENDING` document and its first version (call inside the upload transaction).
+/// Inserts a `PENDING` document and its first version (call inside the upload
+/// transaction) and returns both rows as stored.
 pub async fn insert_document(
     conn: &mut AsyncPgConnection,
     new: &NewDocument,
-) -> Result<Document, DbError> {
+) -> Result<(Document, DocumentVersion), DbError> {
     let document = diesel::insert_into(documents::table)
         .values((
             documents::id.eq(new.id),
@@ -72,7 +74,7 @@ pub async fn insert_document(
         .returning(Document::as_returning())
         .get_result(conn)
         .await?;
-    diesel::insert_into(document_versions::table)
+    let version = diesel::insert_into(document_versions::table)
         .values((
             document_versions::id.eq(new.version_id),
             document_versions::document_id.eq(new.id),
@@ -83,9 +85,10 @@ pub async fn insert_document(
             document_versions::content_type.eq(&new.content_type),
             document_versions::original_filename.eq(&new.original_filename),
         ))
-        .execute(conn)
+        .returning(DocumentVersion::as_returning())
+        .get_result(conn)
         .await?;
-    Ok(document)
+    Ok((document, version))
 }
 
 /// A live (not trashed) document of this tenant.
@@ -258,6 +261,7 @@ pub async fn lock_and_find_same_content(
     diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2, 42))")
         .bind::<Text, _>(tenant_id.to_string())
         .bind::<Text, _>(sha256)
+        .prepared()
         .execute(conn)
         .await?;
     Ok(diesel::sql_query(
@@ -267,6 +271,7 @@ pub async fn lock_and_find_same_content(
     )
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<Text, _>(sha256)
+    .prepared()
     .get_result::<Existing>(conn)
     .await
     .optional()?
