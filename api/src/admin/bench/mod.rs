@@ -6,7 +6,9 @@
 //!   statement; an integrity job one transaction with its document rows);
 //! - drain: the N pre-enqueued jobs, first start to last finish (database clock);
 //! - steady latency at a fixed rate: commit → start and commit → finish percentiles,
-//!   and the outbox lag (commit → published);
+//!   and the outbox lag (commit → published), from the moment the bench asks for each
+//!   commit (this machine's clock, which PostgreSQL shares) to the database's
+//!   `started_at`, `finished_at` and `published_at`;
 //! - HTTP uploads: multipart uploads from concurrent clients to a `quire-api` of its own
 //!   (their jobs are cancelled afterwards: the upload path is what is measured);
 //! - CPU seconds per 1,000 jobs and peak RSS of each process (from /proc), and database
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use diesel::sql_types::{Array, BigInt, Double, Uuid as SqlUuid};
+use diesel::sql_types::{Array, BigInt, Double, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use quire_shared::catalogue::{JobType, VerifyDocumentPayload};
 use quire_shared::config::Settings;
@@ -31,6 +33,7 @@ use quire_shared::permissions::MemberSpec;
 use quire_shared::states::TenantStatus;
 use quire_shared::storage::{LocalStore, ObjectStore, StorageKey, put_digested};
 use serde_json::json;
+use time::OffsetDateTime;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
@@ -223,32 +226,49 @@ struct Spans {
     publish_p99: f64,
 }
 
-/// Counts and timings of `ids` from the database clock, in milliseconds (drain in s).
-async fn spans(conn: &mut AsyncPgConnection, ids: &[Uuid]) -> Result<Spans, DbError> {
+/// A job the bench enqueued, and when it asked for the commit (this machine's clock,
+/// which PostgreSQL shares): the start of every "commit → …" span.
+#[derive(Debug, Clone, Copy)]
+struct Committed {
+    job_id: Uuid,
+    at: OffsetDateTime,
+}
+
+/// Counts and timings of `jobs`, in milliseconds (drain in s): starts, finishes and
+/// publications from the database clock, commits from the bench's.
+async fn spans(conn: &mut AsyncPgConnection, jobs: &[Committed]) -> Result<Spans, DbError> {
+    let ids: Vec<Uuid> = jobs.iter().map(|job| job.job_id).collect();
+    let commits: Vec<OffsetDateTime> = jobs.iter().map(|job| job.at).collect();
     Ok(diesel::sql_query(
-        "WITH j AS (SELECT * FROM processing_jobs WHERE id = ANY($1)), \
-         e AS (SELECT e.* FROM outbox_events e JOIN j ON e.job_id = j.id) \
+        "WITH c AS (SELECT * FROM unnest($1::uuid[], $2::timestamptz[]) AS c(id, committed_at)), \
+         j AS (SELECT p.*, c.committed_at FROM processing_jobs p JOIN c ON p.id = c.id), \
+         e AS (SELECT e.*, j.committed_at FROM outbox_events e JOIN j ON e.job_id = j.id) \
          SELECT count(*) FILTER (WHERE j.finished_at IS NOT NULL) AS finished, \
            count(*) FILTER (WHERE j.status = 'SUCCEEDED') AS succeeded, \
            coalesce(extract(epoch FROM max(j.finished_at) - min(j.started_at)), 0)::float8 AS drain_seconds, \
-           coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.queued_at) * 1000), 0)::float8 AS start_p50, \
-           coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.queued_at) * 1000), 0)::float8 AS start_p95, \
-           coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.queued_at) * 1000), 0)::float8 AS start_p99, \
-           coalesce(max(extract(epoch FROM j.started_at - j.queued_at) * 1000), 0)::float8 AS start_max, \
-           coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.queued_at) * 1000), 0)::float8 AS finish_p50, \
-           coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.queued_at) * 1000), 0)::float8 AS finish_p95, \
-           coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.queued_at) * 1000), 0)::float8 AS finish_p99, \
-           coalesce(max(extract(epoch FROM j.finished_at - j.queued_at) * 1000), 0)::float8 AS finish_max, \
-           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - created_at) * 1000) FROM e), 0)::float8 AS publish_p50, \
-           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - created_at) * 1000) FROM e), 0)::float8 AS publish_p99 \
+           coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.committed_at) * 1000), 0)::float8 AS start_p50, \
+           coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.committed_at) * 1000), 0)::float8 AS start_p95, \
+           coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM j.started_at - j.committed_at) * 1000), 0)::float8 AS start_p99, \
+           coalesce(max(extract(epoch FROM j.started_at - j.committed_at) * 1000), 0)::float8 AS start_max, \
+           coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.committed_at) * 1000), 0)::float8 AS finish_p50, \
+           coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.committed_at) * 1000), 0)::float8 AS finish_p95, \
+           coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.committed_at) * 1000), 0)::float8 AS finish_p99, \
+           coalesce(max(extract(epoch FROM j.finished_at - j.committed_at) * 1000), 0)::float8 AS finish_max, \
+           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - committed_at) * 1000) FROM e), 0)::float8 AS publish_p50, \
+           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - committed_at) * 1000) FROM e), 0)::float8 AS publish_p99 \
          FROM j",
     )
     .bind::<Array<SqlUuid>, _>(ids)
+    .bind::<Array<Timestamptz>, _>(commits)
     .get_result(conn)
     .await?)
 }
 
-async fn wait_finished(pool: &PgPool, ids: &[Uuid], timeout: Duration) -> anyhow::Result<Spans> {
+async fn wait_finished(
+    pool: &PgPool,
+    ids: &[Committed],
+    timeout: Duration,
+) -> anyhow::Result<Spans> {
     let deadline = Instant::now() + timeout;
     loop {
         let mut conn = pool.get().await?;
@@ -312,9 +332,9 @@ impl Bench {
         &self,
         conn: &mut AsyncPgConnection,
         document: Option<&NewDocument>,
-    ) -> anyhow::Result<Uuid> {
+    ) -> anyhow::Result<Committed> {
         let tenant_id = self.tenant_id;
-        let enqueued = match document {
+        let (enqueued, at) = match document {
             None => {
                 let job = NewJob {
                     tenant_id,
@@ -324,7 +344,9 @@ impl Bench {
                     max_attempts: 3,
                     request_id: None,
                 };
-                jobs::enqueue(conn, &job).await?
+                // One statement: its commit is asked for when it is sent.
+                let at = OffsetDateTime::now_utc();
+                (jobs::enqueue(conn, &job).await?, at)
             }
             Some(document) => {
                 conn.transaction::<_, DbError, _>(async |conn| {
@@ -340,14 +362,17 @@ impl Bench {
                         max_attempts: 3,
                         request_id: None,
                     };
-                    jobs::enqueue(conn, &job).await
+                    let enqueued = jobs::enqueue(conn, &job).await?;
+                    // COMMIT is sent right after this closure returns.
+                    Ok((enqueued, OffsetDateTime::now_utc()))
                 })
                 .await?
             }
         };
-        Ok(enqueued
+        let job_id = enqueued
             .context("a bench job collided with an active one")?
-            .job_id)
+            .job_id;
+        Ok(Committed { job_id, at })
     }
 }
 
