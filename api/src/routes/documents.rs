@@ -82,7 +82,7 @@ pub async fn upload(
     let multipart = Multipart::new(request.headers(), payload);
     let document_id = Uuid::now_v7();
     let version_id = Uuid::now_v7();
-    let key = StorageKey::document_source(caller.tenant_id, document_id, version_id);
+    let key = StorageKey::document_source(caller.tenant_id, version_id);
     let received = match upload::receive(state.store.as_ref(), &key, limit, multipart).await {
         Ok(received) => received,
         Err(error) => {

@@ -30,6 +30,7 @@ fn assert_safe(app: &TestApp, body: &str) {
         data_dir.as_str(),
         "tenants/",
         "/source",
+        "/sources/",
         "redis://",
         "SQLSTATE",
         "panicked",

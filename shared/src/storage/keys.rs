@@ -10,11 +10,15 @@ use crate::db::assets::AssetKind;
 pub struct StorageKey(String);
 
 impl StorageKey {
-    /// `tenants/{tenant}/documents/{doc}/versions/{ver}/source`
-    pub fn document_source(tenant_id: Uuid, document_id: Uuid, version_id: Uuid) -> Self {
-        Self(format!(
-            "tenants/{tenant_id}/documents/{document_id}/versions/{version_id}/source"
-        ))
+    /// `tenants/{tenant}/sources/{bucket}/{version}`: the uploaded bytes of one version,
+    /// in one of 256 buckets (the version id's last two hex digits, which are random).
+    /// A flat layout on purpose: a folder per document and version cost each upload
+    /// three `mkdir`s, and ext4's directory placement was the largest cost of an upload
+    /// (docs/benchmarks.md). Versions stored before keep their keys (rows store them).
+    pub fn document_source(tenant_id: Uuid, version_id: Uuid) -> Self {
+        let version = version_id.simple().to_string();
+        let bucket = &version[version.len() - 2..];
+        Self(format!("tenants/{tenant_id}/sources/{bucket}/{version}"))
     }
 
     /// `tenants/{tenant}/documents/{doc}/versions/{ver}/{kind}`: one asset (thumbnail,
@@ -62,11 +66,12 @@ mod tests {
 
     #[test]
     fn source_keys_are_made_of_ids() {
-        let (t, d, v) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let key = StorageKey::document_source(t, d, v);
+        let (t, v) = (Uuid::now_v7(), Uuid::now_v7());
+        let key = StorageKey::document_source(t, v);
+        let simple = v.simple().to_string();
         assert_eq!(
             key.as_str(),
-            format!("tenants/{t}/documents/{d}/versions/{v}/source")
+            format!("tenants/{t}/sources/{}/{simple}", &simple[30..])
         );
         assert_eq!(StorageKey::from_stored(key.as_str()), Some(key.clone()));
         assert!(

@@ -305,7 +305,7 @@ impl Bench {
         let mut prepared = Vec::with_capacity(count);
         for index in 0..count {
             let (id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
-            let key = StorageKey::document_source(self.tenant_id, id, version_id);
+            let key = StorageKey::document_source(self.tenant_id, version_id);
             let mut bytes = vec![0u8; self.file_size];
             bytes[..16].copy_from_slice(id.as_bytes());
             let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
