@@ -247,7 +247,8 @@ pub async fn claim_job(
 /// [`claim_job`] for a batch of popped messages in ONE statement: each row keeps its own
 /// guard (`QUEUED` and the message's event is the job's current one), so the batch claims
 /// exactly what the messages one by one would have. Two messages for one job claim it
-/// once. The claim commits asynchronously (`synchronous_commit = off` for this statement
+/// once. Rows are locked in job id order, so two batches that share jobs (copies of
+/// one message popped by two workers) wait for each other instead of deadlocking. The claim commits asynchronously (`synchronous_commit = off` for this statement
 /// only): a database crash that undoes it leaves the job `QUEUED` with its event
 /// published, which lost-message recovery announces again with a new broker task. The
 /// first run's fence names the old task, so its heartbeat stops it and its writes change
@@ -266,15 +267,20 @@ pub async fn claim_jobs(
     let event_ids: Vec<Uuid> = requests.iter().map(|r| r.event_id).collect();
     let task_ids: Vec<Uuid> = requests.iter().map(|r| r.task_id).collect();
     Ok(diesel::sql_query(
-        "WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)) \
+        "WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)), \
+         m AS (SELECT * FROM unnest($3::uuid[], $4::uuid[], $5::uuid[]) AS m(job_id, event_id, task_id)), \
+         locked AS ( \
+             SELECT q.id FROM processing_jobs AS q JOIN m ON q.id = m.job_id \
+             WHERE q.status = 'QUEUED' AND q.current_event_id = m.event_id \
+             ORDER BY q.id FOR UPDATE OF q) \
          UPDATE processing_jobs AS j \
          SET status = 'RUNNING', attempts = j.attempts + 1, worker_id = $1, \
              last_task_id = m.task_id, started_at = now(), heartbeat_at = now(), \
              lease_expires_at = now() + $2 * interval '1 millisecond', \
              error_code = NULL, error_message = NULL, updated_at = now() \
-         FROM unnest($3::uuid[], $4::uuid[], $5::uuid[]) AS m(job_id, event_id, task_id), \
-              relaxed \
-         WHERE j.id = m.job_id AND j.status = 'QUEUED' AND j.current_event_id = m.event_id \
+         FROM m, relaxed \
+         WHERE j.id = m.job_id AND j.id IN (SELECT id FROM locked) \
+           AND j.status = 'QUEUED' AND j.current_event_id = m.event_id \
          RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload, j.status, \
              j.attempts, j.max_attempts, j.current_event_id, j.worker_id, j.last_task_id, \
              j.lease_expires_at, j.heartbeat_at, j.queued_at, j.started_at, j.finished_at, \
