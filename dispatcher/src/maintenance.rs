@@ -139,7 +139,7 @@ impl Maintenance {
         let mut oldest = Vec::with_capacity(JobType::ALL.len());
         for job_type in JobType::ALL {
             let key = broker::queue_key(&self.namespace, job_type.as_str());
-            // LPUSH adds at the head and BRPOP takes from the tail: the tail is the oldest.
+            // LPUSH adds at the head and the worker pops from the tail: the tail is the oldest.
             let tail: Option<String> = redis::cmd("LINDEX")
                 .arg(&key)
                 .arg(-1)

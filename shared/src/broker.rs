@@ -22,7 +22,7 @@ pub enum BrokerError {
 }
 
 /// The list a job type's messages go to: `{namespace}:q:<job_type>`. Every key shares
-/// the `{namespace}` hash tag so multi-key commands (BRPOP over several lists) work on a
+/// the `{namespace}` hash tag so multi-key commands (BLMPOP over several lists) work on a
 /// Redis Cluster.
 pub fn queue_key(namespace: &str, job_type: &str) -> String {
     format!("{{{namespace}}}:q:{job_type}")

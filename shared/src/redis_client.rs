@@ -1,7 +1,7 @@
 //! Connections to Redis, a single server or a Redis Cluster (`redis.cluster_urls`), behind
 //! one type each: a pool for short commands and a dedicated connection for blocking
 //! pops. Every key Quire uses shares one hash tag, so on a cluster they all live in one
-//! slot and multi-key commands (BRPOP over several lists, pipelines) keep working.
+//! slot and multi-key commands (BLMPOP over several lists, pipelines) keep working.
 
 use std::time::Duration;
 
@@ -88,7 +88,7 @@ impl RedisPool {
 delegate_connection_like!(RedisConnection);
 
 /// A dedicated connection for blocking pops, without the client's default response
-/// timeout (it would cut every BRPOP short); callers bound the wait themselves.
+/// timeout (it would cut every blocking pop short); callers bound the wait themselves.
 #[derive(Clone)]
 pub enum BlockingConnection {
     Single(MultiplexedConnection),

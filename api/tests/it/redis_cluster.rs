@@ -1,5 +1,5 @@
 //! Quire through a real three-master Redis Cluster: every key shares one hash tag, so the
-//! dispatcher's pipelined pushes and the worker's BRPOP over several lists work there.
+//! dispatcher's pipelined pushes and the worker's BLMPOP over several lists work there.
 //! Uploads go through the API (which never touches Redis on that path), the dispatcher
 //! and a worker talk to the cluster, and every job completes.
 
