@@ -152,7 +152,7 @@ async fn process(
     claimed: ClaimedJob,
     stop: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let tenant_status = claimed.tenant_status();
+    let tenant_status = claimed.tenant_status;
     let job = claimed.job;
     let job_type = job.job_type.clone();
     metrics::counter!(quire_shared::metrics::JOBS_CLAIMED, "type" => job_type.clone()).increment(1);

@@ -55,7 +55,7 @@ async fn a_batch_claims_each_current_message_once_and_nothing_else() {
         assert_eq!(claimed.job.status, JobStatus::Running);
         assert_eq!(claimed.job.attempts, 1);
         assert_eq!(claimed.job.worker_id.as_deref(), Some("worker-batch"));
-        assert_eq!(claimed.tenant_status(), Some(TenantStatus::Active));
+        assert_eq!(claimed.tenant_status, Some(TenantStatus::Active));
         let task = claimed.job.last_task_id.expect("task id");
         assert!(
             requests

@@ -214,15 +214,7 @@ pub struct ClaimedJob {
     pub job: Job,
     /// `None` when the tenant row is gone.
     #[diesel(sql_type = Nullable<Text>)]
-    pub tenant_status: Option<String>,
-}
-
-impl ClaimedJob {
-    pub fn tenant_status(&self) -> Option<crate::states::TenantStatus> {
-        self.tenant_status
-            .as_deref()
-            .and_then(crate::states::TenantStatus::parse)
-    }
+    pub tenant_status: Option<crate::states::TenantStatus>,
 }
 
 /// `QUEUED → RUNNING` for the holder of the job's CURRENT event only: a duplicate or an

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 use tokio::process::{Child, Command};
 
+use super::redis_server::wait_for_ping;
 use super::{eventually, free_port};
 
 pub struct RedisCluster {
@@ -61,19 +62,9 @@ impl RedisCluster {
             dirs.push(dir);
         }
         for port in &ports {
-            eventually(
-                Duration::from_secs(10),
+            wait_for_ping(
+                &format!("redis://127.0.0.1:{port}"),
                 "a cluster node answers",
-                || async move {
-                    let client =
-                        deadpool_redis::redis::Client::open(format!("redis://127.0.0.1:{port}"))
-                            .ok()?;
-                    let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-                    deadpool_redis::redis::cmd("PING")
-                        .query_async::<String>(&mut conn)
-                        .await
-                        .ok()
-                },
             )
             .await;
         }

@@ -59,22 +59,7 @@ impl RedisServer {
             .expect("start redis-server (scripts/test installs it)");
         self.child = Some(child);
         let url = self.url();
-        eventually(
-            Duration::from_secs(10),
-            "private redis answers PING",
-            || {
-                let url = url.clone();
-                async move {
-                    let client = deadpool_redis::redis::Client::open(url).ok()?;
-                    let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-                    deadpool_redis::redis::cmd("PING")
-                        .query_async::<String>(&mut conn)
-                        .await
-                        .ok()
-                }
-            },
-        )
-        .await;
+        wait_for_ping(&url, "private redis answers PING").await;
     }
 }
 
@@ -83,4 +68,17 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .expect("find a free port")
         .port()
+}
+
+/// Waits (10 s at most) until the Redis at `url` answers PING.
+pub(super) async fn wait_for_ping(url: &str, what: &str) {
+    eventually(Duration::from_secs(10), what, || async move {
+        let client = deadpool_redis::redis::Client::open(url).ok()?;
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        deadpool_redis::redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
+    })
+    .await;
 }
