@@ -6,7 +6,8 @@ use anyhow::Context;
 use diesel_async::AsyncConnection;
 use quire_shared::catalogue::AnalyzeDocumentPayload;
 use quire_shared::db::documents::{self, NewDocument};
-use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::db::intake::{self, NewIntake, Recorded};
+use quire_shared::db::jobs::NewJob;
 use quire_shared::db::labels;
 use quire_shared::db::{DbError, PooledConnection};
 use quire_shared::storage::StorageKey;
@@ -120,16 +121,22 @@ pub async fn upload(
         crate::request_id::current(),
     );
 
+    let size_bytes = new.size_bytes;
+    let intake = NewIntake { document: new, job };
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;
-    let recorded = record_upload(&state, &new, &job, reject_duplicates).await;
-    let (document, version, job) = match recorded {
+    let recorded = record_upload(&state, intake, reject_duplicates).await;
+    let Recorded {
+        document,
+        version,
+        job,
+    } = match recorded {
         Ok(rows) => rows,
         Err(error) => {
             discard(&state, &key, document_id).await;
             return Err(error);
         }
     };
-    tracing::info!(%document_id, job_id = %job.id, tenant_id = %caller.tenant_id, user_id = %caller.user_id, size_bytes = new.size_bytes, "document uploaded");
+    tracing::info!(%document_id, job_id = %job.id, tenant_id = %caller.tenant_id, user_id = %caller.user_id, size_bytes, "document uploaded");
     Ok(HttpResponse::Created()
         .insert_header(("Location", format!("/api/documents/{document_id}")))
         .json(UploadView {
@@ -166,32 +173,33 @@ impl From<DbError> for RecordError {
 
 async fn record_upload(
     state: &AppState,
-    new: &NewDocument,
-    job: &NewJob<AnalyzeDocumentPayload>,
+    intake: NewIntake<AnalyzeDocumentPayload>,
     reject_duplicates: bool,
-) -> Result<(documents::Document, documents::DocumentVersion, jobs::Job), ApiError> {
+) -> Result<Recorded, ApiError> {
     let mut conn = connection(state).await?;
-    let recorded = conn
-        .transaction::<_, RecordError, _>(async |conn| {
-            if reject_duplicates
-                && let Some(existing) =
-                    documents::lock_and_find_same_content(conn, new.tenant_id, &new.sha256).await?
+    let intakes = [intake];
+    let recorded = if reject_duplicates {
+        conn.transaction::<_, RecordError, _>(async |conn| {
+            let document = &intakes[0].document;
+            if let Some(existing) =
+                documents::lock_and_find_same_content(conn, document.tenant_id, &document.sha256)
+                    .await?
             {
                 return Err(RecordError::Duplicate(existing));
             }
-            let (document, version) = documents::insert_document(conn, new).await?;
-            // A brand-new version has no active job: this always enqueues.
-            let enqueued = jobs::enqueue(conn, job)
-                .await?
-                .ok_or(DbError::Query(diesel::result::Error::NotFound))?;
-            let job = jobs::find_job(conn, enqueued.job_id)
-                .await?
-                .ok_or(DbError::Query(diesel::result::Error::NotFound))?;
-            Ok((document, version, job))
+            Ok(intake::record(conn, &intakes).await?)
         })
-        .await;
+        .await
+    } else {
+        // One statement, atomic on its own: no transaction needed.
+        intake::record(&mut conn, &intakes)
+            .await
+            .map_err(RecordError::Db)
+    }
+    .map(|recorded| recorded.into_iter().next());
     match recorded {
-        Ok(rows) => Ok(rows),
+        Ok(Some(recorded)) => Ok(recorded),
+        Ok(None) => Err(DbError::Query(diesel::result::Error::NotFound).into()),
         Err(RecordError::Duplicate(existing)) => Err(ApiError::Conflict {
             code: "duplicate_document",
             detail: "a document with the same content exists already".to_owned(),

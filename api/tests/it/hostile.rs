@@ -341,6 +341,25 @@ async fn the_same_bytes_twice_in_one_tenant_conflict_but_not_across_tenants() {
     assert_eq!(theirs.status(), 201, "another tenant is unaffected");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_duplicates_allowed_the_same_bytes_twice_are_two_documents_with_jobs() {
+    let mut context = TestContext::new().await;
+    context.settings.server.reject_duplicate_uploads = false;
+    let app = TestApp::spawn_in(context).await;
+    let bytes = b"a receipt kept twice on purpose".to_vec();
+    let (first, first_job) = app.upload(&bytes).await;
+    let (second, second_job) = app.upload(&bytes).await;
+    assert_ne!(first, second);
+    for (document, job) in [(first, first_job), (second, second_job)] {
+        let job = app.job(job).await;
+        assert_eq!(job.document_id, Some(document));
+        assert!(
+            job.current_event_id.is_some(),
+            "each upload's job is announced"
+        );
+    }
+}
+
 /// Claims of tenant A's owner (a member, so that only the token's own fault can fail it).
 fn claims(app: &TestApp, tenant: Uuid) -> Value {
     let now = time::OffsetDateTime::now_utc().unix_timestamp();

@@ -11,6 +11,7 @@ mod faults;
 mod fixtures;
 mod helpers;
 mod hostile;
+mod intake;
 mod integrity;
 mod lost_messages;
 mod migrations;

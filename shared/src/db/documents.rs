@@ -11,7 +11,7 @@ use super::prepared::Prepared;
 use super::schema::{document_versions, documents};
 use crate::states::DocumentStatus;
 
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, PartialEq, Queryable, Selectable)]
 #[diesel(table_name = documents, check_for_backend(diesel::pg::Pg))]
 pub struct Document {
     pub id: Uuid,
@@ -28,7 +28,7 @@ pub struct Document {
     pub correspondent_id: Option<Uuid>,
 }
 
-#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
+#[derive(Debug, Clone, PartialEq, Queryable, Selectable, Insertable)]
 #[diesel(table_name = document_versions, check_for_backend(diesel::pg::Pg))]
 pub struct DocumentVersion {
     pub id: Uuid,
@@ -55,40 +55,6 @@ pub struct NewDocument {
     pub sha256: String,
     pub content_type: String,
     pub original_filename: Option<String>,
-}
-
-/// Inserts a `PENDING` document and its first version (call inside the upload
-/// transaction) and returns both rows as stored.
-pub async fn insert_document(
-    conn: &mut AsyncPgConnection,
-    new: &NewDocument,
-) -> Result<(Document, DocumentVersion), DbError> {
-    let document = diesel::insert_into(documents::table)
-        .values((
-            documents::id.eq(new.id),
-            documents::tenant_id.eq(new.tenant_id),
-            documents::title.eq(&new.title),
-            documents::status.eq(DocumentStatus::Pending),
-            documents::current_version_id.eq(new.version_id),
-        ))
-        .returning(Document::as_returning())
-        .get_result(conn)
-        .await?;
-    let version = diesel::insert_into(document_versions::table)
-        .values((
-            document_versions::id.eq(new.version_id),
-            document_versions::document_id.eq(new.id),
-            document_versions::tenant_id.eq(new.tenant_id),
-            document_versions::storage_key.eq(&new.storage_key),
-            document_versions::size_bytes.eq(new.size_bytes),
-            document_versions::sha256.eq(&new.sha256),
-            document_versions::content_type.eq(&new.content_type),
-            document_versions::original_filename.eq(&new.original_filename),
-        ))
-        .returning(DocumentVersion::as_returning())
-        .get_result(conn)
-        .await?;
-    Ok((document, version))
 }
 
 /// A live (not trashed) document of this tenant.

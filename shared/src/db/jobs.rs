@@ -22,7 +22,7 @@ use crate::states::JobStatus;
 /// Longest `error_message` kept on a job (the column's CHECK constraint).
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 500;
 
-#[derive(Debug, Clone, Queryable, Selectable, QueryableByName)]
+#[derive(Debug, Clone, PartialEq, Queryable, Selectable, QueryableByName)]
 #[diesel(table_name = processing_jobs, check_for_backend(diesel::pg::Pg))]
 pub struct Job {
     pub id: Uuid,
@@ -109,6 +109,24 @@ impl NewJob<crate::catalogue::AnalyzeDocumentPayload> {
     }
 }
 
+impl<P: Serialize> NewJob<P> {
+    /// The job's payload and the message of the outbox event `event_id` announcing it.
+    pub(crate) fn to_json(
+        &self,
+        job_id: Uuid,
+        event_id: Uuid,
+    ) -> Result<(serde_json::Value, serde_json::Value), DbError> {
+        let payload = serde_json::to_value(&self.payload)
+            .map_err(|error| DbError::Build(format!("payload does not serialize: {error}")))?;
+        let mut message =
+            EventMessage::new(event_id, job_id, self.tenant_id, self.job_type.as_str());
+        message.request_id = self.request_id.clone();
+        let message = serde_json::to_value(&message)
+            .map_err(|error| DbError::Build(format!("message does not serialize: {error}")))?;
+        Ok((payload, message))
+    }
+}
+
 /// Ids of an enqueued job and of the outbox event that will announce it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Enqueued {
@@ -126,43 +144,97 @@ pub async fn enqueue<P: Serialize>(
     conn: &mut AsyncPgConnection,
     job: &NewJob<P>,
 ) -> Result<Option<Enqueued>, DbError> {
-    let job_id = Uuid::now_v7();
-    let event_id = Uuid::now_v7();
-    let payload = serde_json::to_value(&job.payload)
-        .map_err(|error| DbError::Build(format!("payload does not serialize: {error}")))?;
-    let mut message = EventMessage::new(event_id, job_id, job.tenant_id, job.job_type.as_str());
-    message.request_id = job.request_id.clone();
-    let message = serde_json::to_value(&message)
-        .map_err(|error| DbError::Build(format!("message does not serialize: {error}")))?;
-    let inserted = diesel::sql_query(
-        "WITH job AS ( \
+    let enqueued = enqueue_many(conn, std::slice::from_ref(job)).await?;
+    Ok(enqueued.into_iter().next().flatten())
+}
+
+/// The part of an enqueue statement that writes the jobs and their outbox events, from
+/// a CTE `i` with the columns `job_id, tenant_id, document_id, job_type, payload,
+/// max_attempts, event_id, message`; `event` returns the `job_id` of each job written.
+/// A macro so that each statement stays one constant string (prepared once).
+macro_rules! enqueue_ctes {
+    () => {
+        "job AS ( \
              INSERT INTO processing_jobs \
                  (id, tenant_id, document_id, job_type, payload, status, max_attempts, current_event_id) \
-             VALUES ($1, $2, $3, $4, $5, 'QUEUED', $6, $7) \
+             SELECT job_id, tenant_id, document_id, job_type, payload, 'QUEUED', max_attempts, \
+                 event_id FROM i \
              ON CONFLICT DO NOTHING \
              RETURNING id), \
          event AS ( \
              INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
-             SELECT $7, job.id, $2, $4, $8, 'PENDING', now() FROM job \
-             RETURNING id) \
-         SELECT pg_notify('quire_outbox', '') FROM event",
-    )
-    .bind::<SqlUuid, _>(job_id)
-    .bind::<SqlUuid, _>(job.tenant_id)
-    .bind::<Nullable<SqlUuid>, _>(job.document_id)
-    .bind::<Text, _>(job.job_type.as_str())
-    .bind::<Jsonb, _>(payload)
-    .bind::<Int4, _>(job.max_attempts)
-    .bind::<SqlUuid, _>(event_id)
-    .bind::<Jsonb, _>(message)
-    .prepared()
-    .execute(conn)
-    .await?;
-    if inserted == 1 {
-        metrics::counter!(crate::metrics::JOBS_ENQUEUED, "type" => job.job_type.as_str())
-            .increment(1);
+             SELECT i.event_id, i.job_id, i.tenant_id, i.job_type, i.message, 'PENDING', now() \
+             FROM i JOIN job ON job.id = i.job_id \
+             RETURNING job_id)"
+    };
+}
+pub(crate) use enqueue_ctes;
+
+#[derive(QueryableByName)]
+struct EnqueuedRow {
+    #[diesel(sql_type = SqlUuid)]
+    job_id: Uuid,
+}
+
+/// [`enqueue`] for many jobs in ONE statement (one round trip, one WAL flush when it
+/// commits on its own): the answer for each job, in input order. A job whose
+/// equivalent is active — in the table or earlier in the same batch — is `None`.
+pub async fn enqueue_many<P: Serialize>(
+    conn: &mut AsyncPgConnection,
+    jobs: &[NewJob<P>],
+) -> Result<Vec<Option<Enqueued>>, DbError> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok((inserted == 1).then_some(Enqueued { job_id, event_id }))
+    let mut job_ids = Vec::with_capacity(jobs.len());
+    let mut event_ids = Vec::with_capacity(jobs.len());
+    let mut payloads = Vec::with_capacity(jobs.len());
+    let mut messages = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let (job_id, event_id) = (Uuid::now_v7(), Uuid::now_v7());
+        let (payload, message) = job.to_json(job_id, event_id)?;
+        job_ids.push(job_id);
+        event_ids.push(event_id);
+        payloads.push(payload);
+        messages.push(message);
+    }
+    let tenant_ids: Vec<Uuid> = jobs.iter().map(|job| job.tenant_id).collect();
+    let document_ids: Vec<Option<Uuid>> = jobs.iter().map(|job| job.document_id).collect();
+    let job_types: Vec<&str> = jobs.iter().map(|job| job.job_type.as_str()).collect();
+    let max_attempts: Vec<i32> = jobs.iter().map(|job| job.max_attempts).collect();
+    let inserted = diesel::sql_query(concat!(
+        "WITH i AS ( \
+             SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], \
+                 $6::int4[], $7::uuid[], $8::jsonb[]) \
+             AS i(job_id, tenant_id, document_id, job_type, payload, max_attempts, event_id, \
+                 message)), ",
+        enqueue_ctes!(),
+        " SELECT job_id, pg_notify('quire_outbox', '') AS notified FROM event"
+    ))
+    .bind::<Array<SqlUuid>, _>(&job_ids)
+    .bind::<Array<SqlUuid>, _>(tenant_ids)
+    .bind::<Array<Nullable<SqlUuid>>, _>(document_ids)
+    .bind::<Array<Text>, _>(job_types)
+    .bind::<Array<Jsonb>, _>(payloads)
+    .bind::<Array<Int4>, _>(max_attempts)
+    .bind::<Array<SqlUuid>, _>(&event_ids)
+    .bind::<Array<Jsonb>, _>(messages)
+    .prepared()
+    .load::<EnqueuedRow>(conn)
+    .await?;
+    let inserted: std::collections::HashSet<Uuid> =
+        inserted.into_iter().map(|row| row.job_id).collect();
+    Ok(jobs
+        .iter()
+        .zip(job_ids.into_iter().zip(event_ids))
+        .map(|(job, (job_id, event_id))| {
+            inserted.contains(&job_id).then(|| {
+                metrics::counter!(crate::metrics::JOBS_ENQUEUED, "type" => job.job_type.as_str())
+                    .increment(1);
+                Enqueued { job_id, event_id }
+            })
+        })
+        .collect())
 }
 
 /// Enqueues `job`, or — when the partial unique indexes say an equivalent job is

@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod assets;
 pub mod documents;
+pub mod intake;
 pub mod jobs;
 pub mod labels;
 pub mod maintenance;

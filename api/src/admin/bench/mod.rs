@@ -2,8 +2,9 @@
 //! `--workers` worker processes (the binaries beside this one) on the configured
 //! PostgreSQL and Redis, in a Redis namespace and a tenant of their own, and measures:
 //!
-//! - direct enqueue: N jobs, one at a time from one client (a no-op job is one
-//!   statement; an integrity job one transaction with its document rows);
+//! - direct enqueue: N jobs from one client, `--enqueue-batch` per statement (one at a
+//!   time by default), each statement committed before the next: bare jobs for the
+//!   no-op workload, each with its document and version rows for the integrity one;
 //! - drain: the N pre-enqueued jobs, first start to last finish (database clock);
 //! - steady latency at a fixed rate: commit → start and commit → finish percentiles,
 //!   and the outbox lag (commit → published), from the moment the bench asks for each
@@ -23,10 +24,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use diesel::sql_types::{Array, BigInt, Double, Timestamptz, Uuid as SqlUuid};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use quire_shared::catalogue::{JobType, VerifyDocumentPayload};
 use quire_shared::config::Settings;
-use quire_shared::db::documents::{self, NewDocument};
+use quire_shared::db::documents::NewDocument;
+use quire_shared::db::intake::{self, NewIntake};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::{DbError, PgPool, members, tenants};
 use quire_shared::permissions::MemberSpec;
@@ -69,6 +71,10 @@ pub struct BenchArgs {
     /// Worker processes, each with --slots slots.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// Jobs per enqueue statement (and commit) of the direct enqueue run; the steady run
+    /// always enqueues one at a time.
+    #[arg(long, default_value_t = 1)]
+    enqueue_batch: usize,
     /// Events the dispatcher claims and publishes per round (its `batch_size`).
     #[arg(long)]
     batch_size: Option<u32>,
@@ -326,53 +332,72 @@ impl Bench {
         Ok(prepared)
     }
 
-    /// The job with its outbox event: one statement, atomic on its own, for a no-op job;
-    /// one transaction with the document rows for the integrity workload.
-    async fn enqueue_one(
+    /// Jobs `range` of the run with their outbox events, in ONE statement committed on
+    /// its own: bare jobs for the no-op workload, each with its document and version rows
+    /// for the integrity workload (`prepared` holds those documents).
+    async fn enqueue(
         &self,
         conn: &mut AsyncPgConnection,
-        document: Option<&NewDocument>,
-    ) -> anyhow::Result<Committed> {
+        range: std::ops::Range<usize>,
+        prepared: &[NewDocument],
+    ) -> anyhow::Result<Vec<Committed>> {
         let tenant_id = self.tenant_id;
-        let (enqueued, at) = match document {
-            None => {
-                let job = NewJob {
-                    tenant_id,
-                    document_id: None,
-                    job_type: JobType::BenchNoop,
-                    payload: json!({}),
-                    max_attempts: 3,
-                    request_id: None,
-                };
-                // One statement: its commit is asked for when it is sent.
-                let at = OffsetDateTime::now_utc();
-                (jobs::enqueue(conn, &job).await?, at)
-            }
-            Some(document) => {
-                conn.transaction::<_, DbError, _>(async |conn| {
-                    documents::insert_document(conn, document).await?;
-                    let job = NewJob {
+        // One statement: its commit is asked for when it is sent.
+        let at = OffsetDateTime::now_utc();
+        let job_ids: Vec<Uuid> = match self.workload {
+            Workload::Noop => {
+                let jobs: Vec<_> = range
+                    .map(|_| NewJob {
                         tenant_id,
-                        document_id: Some(document.id),
-                        job_type: JobType::VerifyDocument,
-                        payload: VerifyDocumentPayload {
-                            document_id: document.id,
-                            document_version_id: document.version_id,
-                        },
+                        document_id: None,
+                        job_type: JobType::BenchNoop,
+                        payload: json!({}),
                         max_attempts: 3,
                         request_id: None,
-                    };
-                    let enqueued = jobs::enqueue(conn, &job).await?;
-                    // COMMIT is sent right after this closure returns.
-                    Ok((enqueued, OffsetDateTime::now_utc()))
-                })
-                .await?
+                    })
+                    .collect();
+                jobs::enqueue_many(conn, &jobs)
+                    .await?
+                    .into_iter()
+                    .map(|enqueued| {
+                        enqueued
+                            .map(|enqueued| enqueued.job_id)
+                            .context("a bench job collided with an active one")
+                    })
+                    .collect::<anyhow::Result<_>>()?
+            }
+            Workload::Integrity => {
+                let documents = prepared
+                    .get(range)
+                    .context("fewer documents prepared than jobs")?;
+                let intakes: Vec<_> = documents
+                    .iter()
+                    .map(|document| NewIntake {
+                        document: document.clone(),
+                        job: NewJob {
+                            tenant_id,
+                            document_id: Some(document.id),
+                            job_type: JobType::VerifyDocument,
+                            payload: VerifyDocumentPayload {
+                                document_id: document.id,
+                                document_version_id: document.version_id,
+                            },
+                            max_attempts: 3,
+                            request_id: None,
+                        },
+                    })
+                    .collect();
+                intake::record(conn, &intakes)
+                    .await?
+                    .into_iter()
+                    .map(|recorded| recorded.job.id)
+                    .collect()
             }
         };
-        let job_id = enqueued
-            .context("a bench job collided with an active one")?
-            .job_id;
-        Ok(Committed { job_id, at })
+        Ok(job_ids
+            .into_iter()
+            .map(|job_id| Committed { job_id, at })
+            .collect())
     }
 }
 
@@ -406,8 +431,10 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     let mut conn = pool.get().await?;
     let started = Instant::now();
     let mut backlog = Vec::with_capacity(args.jobs);
-    for index in 0..args.jobs {
-        backlog.push(bench.enqueue_one(&mut conn, prepared.get(index)).await?);
+    let batch = args.enqueue_batch.max(1);
+    for start in (0..args.jobs).step_by(batch) {
+        let range = start..(start + batch).min(args.jobs);
+        backlog.extend(bench.enqueue(&mut conn, range, &prepared).await?);
     }
     let enqueue_seconds = started.elapsed().as_secs_f64();
     let commits_before = commits(&mut conn).await?;
@@ -427,7 +454,11 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         for index in 0..steady_jobs {
             ticks.tick().await;
-            steady.push(bench.enqueue_one(&mut conn, prepared.get(index)).await?);
+            steady.extend(
+                bench
+                    .enqueue(&mut conn, index..index + 1, &prepared)
+                    .await?,
+            );
         }
     }
     let latency = if steady.is_empty() {
@@ -468,6 +499,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         "dispatcher_batch_size": args.batch_size.map_or(settings.dispatcher.batch_size, i64::from),
         "succeeded": drained.succeeded,
         "enqueue_jobs_per_second": jobs / enqueue_seconds.max(f64::EPSILON),
+        "enqueue_batch": batch,
         "http_uploads_per_second": uploads_per_second,
         "upload_clients": args.upload_clients,
         "drain_jobs_per_second": jobs / drained.drain_seconds.max(f64::EPSILON),
@@ -485,7 +517,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     println!();
     table_row("workload", report["workload"].to_string());
     table_row(
-        "direct enqueue (jobs/s, one client)",
+        &format!("direct enqueue (jobs/s, one client, {batch} per commit)"),
         format!(
             "{:.0}",
             report["enqueue_jobs_per_second"].as_f64().unwrap_or(0.0)

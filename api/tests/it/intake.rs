@@ -1,0 +1,149 @@
+//! Intake and batch enqueue write many rows in one statement: what they return must be
+//! what is stored, every job must be announced by its own outbox event, and the unique
+//! indexes keep deciding which job is a duplicate, inside a batch too.
+
+use diesel::sql_types::{BigInt, Uuid as SqlUuid};
+use diesel_async::RunQueryDsl;
+use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
+use quire_shared::db::documents::{self, NewDocument};
+use quire_shared::db::intake::{self, NewIntake};
+use quire_shared::db::jobs::{self, NewJob};
+use uuid::Uuid;
+
+use crate::helpers::TestApp;
+
+fn new_intake(tenant_id: Uuid, index: usize) -> NewIntake<AnalyzeDocumentPayload> {
+    let (id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
+    NewIntake {
+        document: NewDocument {
+            id,
+            tenant_id,
+            title: format!("intake {index}"),
+            version_id,
+            storage_key: format!("tenants/{tenant_id}/sources/00/{version_id}"),
+            size_bytes: 100 + index as i64,
+            sha256: format!("{index:064x}"),
+            content_type: "text/plain".to_owned(),
+            original_filename: index.is_multiple_of(2).then(|| format!("file-{index}.txt")),
+        },
+        job: NewJob::analyze(
+            tenant_id,
+            id,
+            version_id,
+            false,
+            3,
+            Some(format!("req-{index}")),
+        ),
+    }
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    count: i64,
+}
+
+async fn pending_events_of(conn: &mut diesel_async::AsyncPgConnection, job_id: Uuid) -> i64 {
+    diesel::sql_query(
+        "SELECT count(*) AS count FROM outbox_events e JOIN processing_jobs j ON j.id = e.job_id \
+         WHERE e.job_id = $1 AND e.status = 'PENDING' AND e.id = j.current_event_id \
+           AND e.queue = j.job_type AND (e.message ->> 'job_id')::uuid = $1",
+    )
+    .bind::<SqlUuid, _>(job_id)
+    .get_result::<Count>(conn)
+    .await
+    .expect("count events")
+    .count
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intake_batch_returns_exactly_the_rows_it_stored() {
+    let app = TestApp::spawn().await;
+    let intakes: Vec<_> = (0..3).map(|i| new_intake(app.tenant_id, i)).collect();
+    let mut conn = app.pool.get().await.expect("connection");
+
+    let recorded = intake::record(&mut conn, &intakes).await.expect("record");
+
+    assert_eq!(recorded.len(), 3);
+    for (recorded, intake) in recorded.iter().zip(&intakes) {
+        assert_eq!(recorded.document.id, intake.document.id, "input order kept");
+        let (document, version) =
+            documents::find_document_with_version(&mut conn, app.tenant_id, intake.document.id)
+                .await
+                .expect("query")
+                .expect("document stored");
+        assert_eq!(recorded.document, document);
+        assert_eq!(Some(&recorded.version), version.as_ref());
+        assert_eq!(recorded.job, app.job(recorded.job.id).await);
+        assert_eq!(
+            recorded.job.payload["document_version_id"],
+            intake.document.version_id.to_string()
+        );
+        assert_eq!(pending_events_of(&mut conn, recorded.job.id).await, 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intake_whose_job_names_another_document_writes_nothing() {
+    let app = TestApp::spawn().await;
+    let mut stray = new_intake(app.tenant_id, 7);
+    stray.job.document_id = Some(Uuid::now_v7());
+    let intakes = [new_intake(app.tenant_id, 6), stray];
+    let mut conn = app.pool.get().await.expect("connection");
+
+    assert!(intake::record(&mut conn, &intakes).await.is_err());
+
+    for intake in &intakes {
+        let found = documents::find_document(&mut conn, app.tenant_id, intake.document.id)
+            .await
+            .expect("query");
+        assert!(found.is_none(), "no document of a refused batch is stored");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_enqueue_skips_jobs_whose_equivalent_is_active() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.pool.get().await.expect("connection");
+    let recorded = intake::record(&mut conn, &[new_intake(app.tenant_id, 0)])
+        .await
+        .expect("record");
+    let document = &recorded[0].document;
+    let stored_version = recorded[0].version.id;
+    let other_version = Uuid::now_v7();
+    let analyze = |version| NewJob::analyze(app.tenant_id, document.id, version, true, 3, None);
+    let noop = NewJob {
+        tenant_id: app.tenant_id,
+        document_id: None,
+        job_type: JobType::BenchNoop,
+        payload: AnalyzeDocumentPayload {
+            document_id: document.id,
+            document_version_id: other_version,
+            force: false,
+        },
+        max_attempts: 1,
+        request_id: None,
+    };
+    // The stored version's analysis is active already; the other version's appears twice
+    // in the batch; the no-op job is not an analysis at all.
+    let batch = [
+        analyze(stored_version),
+        analyze(other_version),
+        analyze(other_version),
+        noop,
+    ];
+
+    let enqueued = jobs::enqueue_many(&mut conn, &batch)
+        .await
+        .expect("enqueue");
+
+    let written: Vec<bool> = enqueued.iter().map(Option::is_some).collect();
+    assert_eq!(written, [false, true, false, true]);
+    for job in enqueued.iter().flatten() {
+        assert_eq!(
+            app.job(job.job_id).await.current_event_id,
+            Some(job.event_id)
+        );
+        assert_eq!(pending_events_of(&mut conn, job.job_id).await, 1);
+    }
+}
