@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::DbError;
+use super::prepared::Prepared;
 use super::schema::{tenant_members, tenants};
 use crate::permissions::{CapabilitySet, MemberSpec, Permission};
 use crate::states::TenantStatus;
@@ -41,8 +42,8 @@ struct AccessRow {
     permissions: Option<Vec<String>>,
 }
 
-/// The tenant's state and the user's permissions in it, in one query. `None` when the
-/// tenant does not exist.
+/// The tenant's state and the user's permissions in it, in one query (prepared: every
+/// authenticated request runs it). `None` when the tenant does not exist.
 pub async fn resolve_access(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -57,6 +58,7 @@ pub async fn resolve_access(
     )
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(user_id)
+    .prepared()
     .get_result::<AccessRow>(conn)
     .await
     .optional()?;
