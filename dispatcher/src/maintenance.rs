@@ -33,7 +33,7 @@ impl Maintenance {
         let dispatcher = &settings.dispatcher;
         let retention = &settings.retention;
         Ok(Self {
-            pool: db::build_pool_with(&settings.database, db::CommitMode::Relaxed)?,
+            pool: db::build_pool_with(&settings.database, db::SessionMode::DISPATCHER)?,
             redis: broker::build_pool(&settings.redis)?,
             namespace: settings.redis.namespace.clone(),
             interval: Duration::from_millis(dispatcher.maintenance_interval_ms),

@@ -45,7 +45,7 @@ impl Publisher {
         let dispatcher = &settings.dispatcher;
         Ok(Self {
             id: format!("dispatcher-{}", Uuid::new_v4().simple()),
-            pool: db::build_pool_with(&settings.database, db::CommitMode::Relaxed)?,
+            pool: db::build_pool_with(&settings.database, db::SessionMode::DISPATCHER)?,
             redis: broker::build_pool(&settings.redis)?,
             namespace: settings.redis.namespace.clone(),
             batch_size: dispatcher.batch_size,

@@ -27,7 +27,7 @@ pub struct WorkerContext {
 impl WorkerContext {
     /// Starts the completion writer: call it inside the runtime.
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
-        let pool = db::build_pool(&settings.database)?;
+        let pool = db::build_pool_with(&settings.database, db::SessionMode::WORKER)?;
         Ok(Self {
             worker_id: format!(
                 "worker-{}-{}",

@@ -193,3 +193,48 @@ async fn hot_statements_are_prepared_once_per_connection() {
     .expect("prepared statements");
     assert_eq!(prepared.count, 1, "prepared once, run three times");
 }
+
+#[derive(diesel::QueryableByName)]
+struct Plans {
+    #[diesel(sql_type = BigInt)]
+    generic_plans: i64,
+    #[diesel(sql_type = BigInt)]
+    custom_plans: i64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_session_plans_the_batch_claim_once() {
+    let app = TestApp::spawn().await;
+    let pool = quire_shared::db::build_pool_with(
+        &app.context.settings.database,
+        quire_shared::db::SessionMode::WORKER,
+    )
+    .expect("worker pool");
+    let mut conn = pool.get().await.expect("connection");
+    // Batches of different sizes: with default planning each gets a custom plan.
+    for size in 1..=8 {
+        let requests: Vec<ClaimRequest> = (0..size)
+            .map(|_| ClaimRequest {
+                job_id: Uuid::now_v7(),
+                event_id: Uuid::now_v7(),
+                task_id: Uuid::now_v7(),
+            })
+            .collect();
+        let claimed = jobs::claim_jobs(&mut conn, &requests, "worker-plans", LEASE)
+            .await
+            .expect("claim");
+        assert!(claimed.is_empty(), "no such jobs");
+    }
+    let plans: Plans = diesel::sql_query(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
+         WHERE statement LIKE '%SET status = ''RUNNING''%'",
+    )
+    .get_result(&mut conn)
+    .await
+    .expect("prepared statements");
+    assert_eq!(plans.custom_plans, 0, "never planned for one call's values");
+    assert_eq!(
+        plans.generic_plans, 8,
+        "one generic plan, used by every call"
+    );
+}
