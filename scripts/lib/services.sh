@@ -61,7 +61,9 @@ as_pg() {
   fi
 }
 
-# start_postgres DATA_DIR PORT [fast]: initialises the cluster once, then starts it.
+# start_postgres DATA_DIR PORT [fast|statements]: initialises the cluster once, then
+# starts it. `fast` gives up durability (tests); `statements` loads pg_stat_statements
+# with planning times (the bench's statement profile).
 # "fast" trades durability for speed (tests only: their data is thrown away).
 start_postgres() {
   local dir="$1" port="$2" mode="${3:-}" bin
@@ -78,6 +80,9 @@ start_postgres() {
   local options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300"
   if [ "$mode" = fast ]; then
     options="$options -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  elif [ "$mode" = statements ]; then
+    options="$options -c shared_preload_libraries=pg_stat_statements"
+    options="$options -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on"
   fi
   as_pg "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -o "$options" -w -t 60 start >/dev/null
 }
