@@ -2,14 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
-use std::io::Write;
+use std::io::{Read, Write};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use uuid::Uuid;
 
-use super::{ByteStream, ObjectReader, ObjectStore, StorageError, StorageKey};
+use super::{
+    ByteStream, DIGEST_STEP, Digested, Digesting, ObjectReader, ObjectStore, StorageError,
+    StorageKey,
+};
 
 #[derive(Debug, Clone)]
 pub struct LocalStore {
@@ -65,6 +68,25 @@ fn write_file(
     }
 }
 
+fn digest_file(path: &Path) -> Result<Digested, StorageError> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StorageError::NotFound);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let mut digesting = Digesting::default();
+    let mut buffer = vec![0u8; DIGEST_STEP];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            return Ok(digesting.finish());
+        }
+        digesting.update(&buffer[..read]);
+    }
+}
+
 #[async_trait]
 impl ObjectStore for LocalStore {
     async fn put(&self, key: &StorageKey, mut body: ByteStream<'_>) -> Result<(), StorageError> {
@@ -106,6 +128,15 @@ impl ObjectStore for LocalStore {
         }
     }
 
+    /// In one blocking task: open, read and hash (the streaming default would hop to a
+    /// blocking thread for the open and for every read).
+    async fn digest(&self, key: &StorageKey) -> Result<Digested, StorageError> {
+        let path = self.path(key);
+        tokio::task::spawn_blocking(move || digest_file(&path))
+            .await
+            .map_err(|error| std::io::Error::other(format!("digest task stopped: {error}")))?
+    }
+
     async fn open(&self, key: &StorageKey) -> Result<ObjectReader, StorageError> {
         match tokio::fs::File::open(self.path(key)).await {
             Ok(file) => Ok(Box::new(file)),
@@ -130,5 +161,100 @@ impl ObjectStore for LocalStore {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(error) => Err(error.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::stream;
+
+    use super::*;
+    use crate::storage::put_digested;
+
+    /// The store without its own `digest`: the trait's streaming default.
+    #[derive(Debug)]
+    struct Streaming(LocalStore);
+
+    #[async_trait]
+    impl ObjectStore for Streaming {
+        async fn put(&self, key: &StorageKey, body: ByteStream<'_>) -> Result<(), StorageError> {
+            self.0.put(key, body).await
+        }
+        async fn open(&self, key: &StorageKey) -> Result<ObjectReader, StorageError> {
+            self.0.open(key).await
+        }
+        async fn delete(&self, key: &StorageKey) -> Result<(), StorageError> {
+            self.0.delete(key).await
+        }
+        async fn delete_prefix(&self, prefix: &StorageKey) -> Result<(), StorageError> {
+            self.0.delete_prefix(prefix).await
+        }
+    }
+
+    fn chunks(parts: Vec<Result<Bytes, std::io::Error>>) -> ByteStream<'static> {
+        stream::iter(parts).boxed()
+    }
+
+    fn files_under(root: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        let mut pending = vec![root.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).expect("read dir") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    found.push(path);
+                }
+            }
+        }
+        found
+    }
+
+    #[tokio::test]
+    async fn a_stored_object_reads_back_whole_and_digests_alike_both_ways() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let store = LocalStore::new(root.path());
+        let key = StorageKey::document_source(Uuid::now_v7(), Uuid::now_v7());
+        // Three chunks, the last one crossing a digest step.
+        let parts: Vec<Bytes> = vec![
+            Bytes::from(vec![1u8; 1000]),
+            Bytes::from(vec![2u8; DIGEST_STEP]),
+            Bytes::from(vec![3u8; 10]),
+        ];
+        let body = chunks(parts.iter().cloned().map(Ok).collect());
+        let stored = put_digested(&store, &key, body, u64::MAX)
+            .await
+            .expect("put");
+
+        assert_eq!(stored.size_bytes, 1000 + DIGEST_STEP as u64 + 10);
+        assert_eq!(store.digest(&key).await.expect("digest"), stored);
+        let streaming = Streaming(store.clone());
+        assert_eq!(streaming.digest(&key).await.expect("digest"), stored);
+        let on_disk = std::fs::read(root.path().join(key.as_str())).expect("read");
+        assert_eq!(on_disk, parts.concat());
+        assert_eq!(files_under(root.path()).len(), 1, "no partial file left");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_fails_midway_leaves_nothing_behind() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let store = LocalStore::new(root.path());
+        let key = StorageKey::document_source(Uuid::now_v7(), Uuid::now_v7());
+        let body = chunks(vec![
+            Ok(Bytes::from(vec![1u8; 4096])),
+            Err(std::io::Error::other("client went away")),
+        ]);
+
+        assert!(store.put(&key, body).await.is_err());
+
+        assert!(
+            files_under(root.path()).is_empty(),
+            "no object, no partial file"
+        );
+        assert!(matches!(
+            store.digest(&key).await,
+            Err(StorageError::NotFound)
+        ));
     }
 }

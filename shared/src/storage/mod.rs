@@ -40,6 +40,44 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     /// Removes every object under `prefix` (a tenant's whole space, orphans included);
     /// nothing there is not an error.
     async fn delete_prefix(&self, prefix: &StorageKey) -> Result<(), StorageError>;
+    /// Size and SHA-256 of `key`, read to its end in 64 KiB steps.
+    async fn digest(&self, key: &StorageKey) -> Result<Digested, StorageError> {
+        use tokio::io::AsyncReadExt;
+        let mut reader = self.open(key).await?;
+        let mut digesting = Digesting::default();
+        let mut buffer = vec![0u8; DIGEST_STEP];
+        loop {
+            let read = reader.read(&mut buffer).await?;
+            if read == 0 {
+                return Ok(digesting.finish());
+            }
+            digesting.update(&buffer[..read]);
+        }
+    }
+}
+
+/// Bytes read per step when digesting a stored object.
+pub(crate) const DIGEST_STEP: usize = 64 * 1024;
+
+/// Size and SHA-256 of bytes seen so far.
+#[derive(Default)]
+pub(crate) struct Digesting {
+    hasher: Sha256,
+    size: u64,
+}
+
+impl Digesting {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.size += bytes.len() as u64;
+        self.hasher.update(bytes);
+    }
+
+    pub(crate) fn finish(self) -> Digested {
+        Digested {
+            size_bytes: self.size,
+            sha256: hex::encode(self.hasher.finalize()),
+        }
+    }
 }
 
 /// Size and SHA-256 of stored bytes.
@@ -51,8 +89,7 @@ pub struct Digested {
 
 #[derive(Default)]
 struct Tally {
-    hasher: Sha256,
-    size: u64,
+    digesting: Digesting,
     over_limit: bool,
 }
 
@@ -72,12 +109,11 @@ pub async fn put_digested(
             let mut tally = tally
                 .lock()
                 .map_err(|_| std::io::Error::other("tally poisoned"))?;
-            tally.size += chunk.len() as u64;
-            if tally.size > limit {
+            if tally.digesting.size + chunk.len() as u64 > limit {
                 tally.over_limit = true;
                 return Err(std::io::Error::other("body exceeds the size limit"));
             }
-            tally.hasher.update(&chunk);
+            tally.digesting.update(&chunk);
             Ok(chunk)
         })
         .boxed()
@@ -92,32 +128,5 @@ pub async fn put_digested(
         return Err(StorageError::TooLarge { limit });
     }
     stored?;
-    Ok(Digested {
-        size_bytes: tally.size,
-        sha256: hex::encode(tally.hasher.finalize()),
-    })
-}
-
-/// Reads an object to its end, counting and hashing it in 64 KiB steps.
-pub async fn digest_object(
-    store: &dyn ObjectStore,
-    key: &StorageKey,
-) -> Result<Digested, StorageError> {
-    use tokio::io::AsyncReadExt;
-    let mut reader = store.open(key).await?;
-    let mut hasher = Sha256::new();
-    let mut size = 0u64;
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let read = reader.read(&mut buffer).await?;
-        if read == 0 {
-            break;
-        }
-        size += read as u64;
-        hasher.update(&buffer[..read]);
-    }
-    Ok(Digested {
-        size_bytes: size,
-        sha256: hex::encode(hasher.finalize()),
-    })
+    Ok(tally.digesting.finish())
 }

@@ -2,7 +2,7 @@
 //! what the upload recorded.
 
 use quire_shared::db::documents::{self, DocumentVersion};
-use quire_shared::storage::{ObjectStore, StorageError, StorageKey, digest_object};
+use quire_shared::storage::{ObjectStore, StorageError, StorageKey};
 use uuid::Uuid;
 
 use super::guards::database_unavailable;
@@ -93,7 +93,8 @@ fn check(version: &DocumentVersion, size: u64, sha256: &str) -> Result<(), JobEr
 }
 
 pub async fn verify(store: &dyn ObjectStore, version: &DocumentVersion) -> Result<(), JobError> {
-    let digest = digest_object(store, &source_key(version)?)
+    let digest = store
+        .digest(&source_key(version)?)
         .await
         .map_err(storage_failure)?;
     check(version, digest.size_bytes, &digest.sha256)
