@@ -46,6 +46,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         queues = ?served,
         "worker started"
     );
+    warn_if_pool_too_small(&settings);
     let slots = Arc::new(Semaphore::new(settings.worker.concurrency));
     let reporting = tokio::spawn(registry::run(
         Arc::clone(&context),
@@ -73,4 +74,18 @@ fn served_job_types(settings: &Settings, context: &WorkerContext) -> anyhow::Res
         }
     }
     Ok(settings.worker.queues.clone())
+}
+
+/// Each running job may hold a connection, and the batch claim and the completer need
+/// their own: with fewer, jobs wait for a connection and their latency grows with load.
+fn warn_if_pool_too_small(settings: &Settings) {
+    let wanted = settings.worker.concurrency + 2;
+    if settings.database.pool_size < wanted {
+        tracing::warn!(
+            pool_size = settings.database.pool_size,
+            concurrency = settings.worker.concurrency,
+            wanted,
+            "database.pool_size is below worker.concurrency + 2: jobs will wait for connections"
+        );
+    }
 }

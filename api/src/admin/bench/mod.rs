@@ -102,6 +102,8 @@ impl Stack {
             .map(|_| {
                 let mut worker = Command::new(sibling("quire-worker")?);
                 worker.env("QUIRE__WORKER__CONCURRENCY", args.slots.to_string());
+                // What the worker asks for: a connection per slot, the claim's and the completer's.
+                worker.env("QUIRE__DATABASE__POOL_SIZE", (args.slots + 2).to_string());
                 spawn(worker, namespace)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
