@@ -2,13 +2,13 @@
 //! `PUBLISHED` only after Redis answered; on failure return them to `PENDING` with a
 //! bounded backoff and back off the loop itself.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use deadpool_redis::redis;
-use quire_shared::broker::{self, EventMessage, WireMessage};
+use quire_shared::broker::{self, EventMessage, RedisConnection, WireMessage};
 use quire_shared::config::Settings;
 use quire_shared::db::outbox::{self, ClaimedEvent, Published, Retry};
 use quire_shared::db::{self, PgPool};
@@ -26,6 +26,9 @@ pub struct Publisher {
     id: String,
     pool: PgPool,
     redis: quire_shared::broker::RedisPool,
+    /// The connection of the last successful push, kept for the next one: every pool
+    /// checkout sends UNWATCH and PING first, a round trip on the path of every job.
+    pushing: Mutex<Option<RedisConnection>>,
     namespace: String,
     batch_size: i64,
     poll_interval: Duration,
@@ -47,6 +50,7 @@ impl Publisher {
             id: format!("dispatcher-{}", Uuid::new_v4().simple()),
             pool: db::build_pool_with(&settings.database, db::SessionMode::DISPATCHER)?,
             redis: broker::build_pool(&settings.redis)?,
+            pushing: Mutex::new(None),
             namespace: settings.redis.namespace.clone(),
             batch_size: dispatcher.batch_size,
             poll_interval: dispatcher.poll_interval(),
@@ -118,15 +122,7 @@ impl Publisher {
         if published.is_empty() {
             return Ok(Round::Published(0));
         }
-        let pushed: anyhow::Result<()> = async {
-            let mut redis = self.redis.get().await.context("no redis connection")?;
-            pipeline
-                .query_async::<()>(&mut redis)
-                .await
-                .context("redis refused the pipeline")
-        }
-        .await;
-        match pushed {
+        match self.push(&pipeline).await {
             Ok(()) => {
                 fail_point_after_push();
                 let marked = outbox::mark_published(&mut conn, &self.id, &published)
@@ -155,6 +151,43 @@ impl Publisher {
                 metrics::counter!(quire_shared::metrics::PUBLISH_FAILURES).increment(1);
                 Err(error)
             }
+        }
+    }
+
+    /// Sends the pipeline on the kept connection; if that fails (Redis restarted, the
+    /// socket died), once more on a fresh one from the pool, which checks it first. A
+    /// push the broken connection half delivered is then repeated: a duplicate message
+    /// is harmless (the worker's claim matches the job's current event).
+    async fn push(&self, pipeline: &redis::Pipeline) -> anyhow::Result<()> {
+        let kept = self
+            .pushing
+            .lock()
+            .map(|mut kept| kept.take())
+            .ok()
+            .flatten();
+        if let Some(mut conn) = kept {
+            match pipeline.query_async::<()>(&mut conn).await {
+                Ok(()) => {
+                    self.keep(conn);
+                    return Ok(());
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "kept redis connection failed, pushing on a fresh one");
+                }
+            }
+        }
+        let mut conn = self.redis.get().await.context("no redis connection")?;
+        pipeline
+            .query_async::<()>(&mut conn)
+            .await
+            .context("redis refused the pipeline")?;
+        self.keep(conn);
+        Ok(())
+    }
+
+    fn keep(&self, conn: RedisConnection) {
+        if let Ok(mut kept) = self.pushing.lock() {
+            *kept = Some(conn);
         }
     }
 

@@ -233,6 +233,18 @@ struct Spans {
     publish_p50: f64,
     #[diesel(sql_type = Double)]
     publish_p99: f64,
+    // The path of a job, medians of each leg: commit → the dispatcher's claim of its
+    // event (NOTIFY and wake-up), that claim → marked published (claim statement, push,
+    // the mark's start), that claim → the worker's claim (the push, the pop and the
+    // claim statement's start), the worker's claim → its finish.
+    #[diesel(sql_type = Double)]
+    hop_wake_p50: f64,
+    #[diesel(sql_type = Double)]
+    hop_publish_p50: f64,
+    #[diesel(sql_type = Double)]
+    hop_pickup_p50: f64,
+    #[diesel(sql_type = Double)]
+    hop_run_p50: f64,
 }
 
 /// A job the bench enqueued, and when it asked for the commit (this machine's clock,
@@ -251,7 +263,8 @@ async fn spans(conn: &mut AsyncPgConnection, jobs: &[Committed]) -> Result<Spans
     Ok(diesel::sql_query(
         "WITH c AS (SELECT * FROM unnest($1::uuid[], $2::timestamptz[]) AS c(id, committed_at)), \
          j AS (SELECT p.*, c.committed_at FROM processing_jobs p JOIN c ON p.id = c.id), \
-         e AS (SELECT e.*, j.committed_at FROM outbox_events e JOIN j ON e.job_id = j.id) \
+         e AS (SELECT e.*, j.committed_at, j.started_at, j.finished_at \
+               FROM outbox_events e JOIN j ON e.job_id = j.id) \
          SELECT count(*) FILTER (WHERE j.finished_at IS NOT NULL) AS finished, \
            count(*) FILTER (WHERE j.status = 'SUCCEEDED') AS succeeded, \
            coalesce(extract(epoch FROM max(j.finished_at) - min(j.started_at)), 0)::float8 AS drain_seconds, \
@@ -264,7 +277,11 @@ async fn spans(conn: &mut AsyncPgConnection, jobs: &[Committed]) -> Result<Spans
            coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.committed_at) * 1000), 0)::float8 AS finish_p99, \
            coalesce(max(extract(epoch FROM j.finished_at - j.committed_at) * 1000), 0)::float8 AS finish_max, \
            coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - committed_at) * 1000) FROM e), 0)::float8 AS publish_p50, \
-           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - committed_at) * 1000) FROM e), 0)::float8 AS publish_p99 \
+           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - committed_at) * 1000) FROM e), 0)::float8 AS publish_p99, \
+           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM claimed_at - committed_at) * 1000) FROM e), 0)::float8 AS hop_wake_p50, \
+           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - claimed_at) * 1000) FROM e), 0)::float8 AS hop_publish_p50, \
+           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - claimed_at) * 1000) FROM e), 0)::float8 AS hop_pickup_p50, \
+           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) FROM e), 0)::float8 AS hop_run_p50 \
          FROM j",
     )
     .bind::<Array<SqlUuid>, _>(ids)
@@ -545,6 +562,12 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
             "commit_to_start_ms": { "p50": latency.start_p50, "p95": latency.start_p95, "p99": latency.start_p99, "max": latency.start_max },
             "commit_to_finish_ms": { "p50": latency.finish_p50, "p95": latency.finish_p95, "p99": latency.finish_p99, "max": latency.finish_max },
             "outbox_lag_ms": { "p50": latency.publish_p50, "p99": latency.publish_p99 },
+            "path_p50_ms": {
+                "commit_to_dispatcher_claim": latency.hop_wake_p50,
+                "dispatcher_claim_to_published": latency.hop_publish_p50,
+                "dispatcher_claim_to_worker_claim": latency.hop_pickup_p50,
+                "worker_claim_to_finish": latency.hop_run_p50,
+            },
         },
     });
     println!("{report}");
@@ -618,6 +641,16 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     table_row(
         "outbox lag p50/p99 ms",
         format!("{:.2} / {:.2}", latency.publish_p50, latency.publish_p99),
+    );
+    table_row(
+        "path p50 ms: to dispatcher / to worker / run",
+        format!(
+            "{:.2} / {:.2} / {:.2} (published {:.2} after the dispatcher's claim)",
+            latency.hop_wake_p50,
+            latency.hop_pickup_p50,
+            latency.hop_run_p50,
+            latency.hop_publish_p50
+        ),
     );
     if drained.succeeded as usize != args.jobs || latency.succeeded as usize != steady.len() {
         bail!("not every bench job succeeded");
