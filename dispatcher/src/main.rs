@@ -2,11 +2,7 @@ use anyhow::Context;
 use quire_shared::config::Settings;
 
 fn main() -> anyhow::Result<()> {
-    // Named threads: `top -H` and perf tell this process's threads from the others'.
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("quire-dispatcher")
-        .build()
+    quire_shared::runtime::named("quire-dispatcher")
         .context("failed to start the async runtime")?
         .block_on(run())
 }

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod permissions;
 pub mod redis_client;
 pub mod retry;
+pub mod runtime;
 pub mod search;
 pub mod secret;
 pub mod shutdown;

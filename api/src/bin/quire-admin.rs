@@ -5,11 +5,8 @@ use quire_shared::config::Settings;
 
 fn main() -> anyhow::Result<()> {
     // Named threads: in perf, the bench's own HTTP client is told apart from the API's
-    // blocking threads (tokio's default name for both).
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("quire-admin")
-        .build()
+    // blocking threads (tokio's default name).
+    quire_shared::runtime::named("quire-admin")
         .context("failed to start the async runtime")?
         .block_on(async {
             let cli = Cli::parse();
