@@ -4,6 +4,8 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
+use quire_shared::actions::ActionError;
+use quire_shared::signing::ProofError;
 use serde::Serialize;
 
 use crate::request_id;
@@ -131,6 +133,56 @@ impl ApiError {
             Self::Unavailable(_) => "a dependency is unavailable, try again shortly".to_owned(),
             Self::Internal(_) => "the server failed to handle the request".to_owned(),
             other => other.to_string(),
+        }
+    }
+}
+
+/// An action's refusal, as the API answers it.
+impl From<ActionError> for ApiError {
+    fn from(error: ActionError) -> Self {
+        let conflict = |code, detail: &str| ApiError::Conflict {
+            code,
+            detail: detail.to_owned(),
+            extension: None,
+        };
+        match error {
+            ActionError::NotFound => Self::NotFound,
+            ActionError::Conflict {
+                code,
+                detail,
+                current_status,
+            } => Self::Conflict {
+                code,
+                detail,
+                extension: current_status.map(|status| ("current_status", status)),
+            },
+            ActionError::Invalid { code, detail } => Self::Unprocessable { code, detail },
+            ActionError::TenantNameTaken => conflict(
+                "tenant_name_taken",
+                "a tenant with this name exists already",
+            ),
+            ActionError::TenantNameMismatch => {
+                Self::forbidden("tenant_mismatch", "the signed request names another tenant")
+            }
+            ActionError::TenantState(status) => Self::Conflict {
+                code: "tenant_state",
+                detail: format!("the tenant is {status}"),
+                extension: Some(("current_status", status.to_string())),
+            },
+            ActionError::TenantJobActive => conflict(
+                "tenant_job_active",
+                "a provisioning or deletion of this tenant is queued or running already",
+            ),
+            ActionError::NonceReplayed => {
+                Self::forbidden("nonce_replayed", "the signed request was used before")
+            }
+            ActionError::Proof(
+                error @ (ProofError::SignatureInvalid
+                | ProofError::Stale
+                | ProofError::FromTheFuture),
+            ) => Self::forbidden(error.code(), error.to_string()),
+            ActionError::Proof(error) => Self::unprocessable(error.code(), error.to_string()),
+            ActionError::Db(error) => error.into(),
         }
     }
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 use deadpool_redis::redis;
 use futures_util::FutureExt;
 use quire_shared::broker::{self, WireMessage};
-use quire_shared::catalogue::JobType;
 use quire_shared::config::Settings;
 use quire_shared::db::maintenance::{self, Retention, locks};
 use quire_shared::db::{self, DbError, PgPool, outbox};
@@ -136,9 +135,9 @@ impl Maintenance {
     /// list or an unreadable message), or `None` when Redis does not answer.
     async fn oldest_messages(&self) -> Option<Vec<(&'static str, Option<Uuid>)>> {
         let mut conn = self.redis.get().await.ok()?;
-        let mut oldest = Vec::with_capacity(JobType::ALL.len());
-        for job_type in JobType::ALL {
-            let key = broker::queue_key(&self.namespace, job_type.as_str());
+        let mut oldest = Vec::new();
+        for job_type in quire_shared::jobs::job_types() {
+            let key = broker::queue_key(&self.namespace, job_type);
             // LPUSH adds at the head and the worker pops from the tail: the tail is the oldest.
             let tail: Option<String> = redis::cmd("LINDEX")
                 .arg(&key)
@@ -149,7 +148,7 @@ impl Maintenance {
             let event_id = tail
                 .and_then(|raw| serde_json::from_str::<WireMessage>(&raw).ok())
                 .map(|message| message.event_id);
-            oldest.push((job_type.as_str(), event_id));
+            oldest.push((job_type, event_id));
         }
         Some(oldest)
     }

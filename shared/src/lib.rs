@@ -1,12 +1,15 @@
 //! Quire's library crate: everything the API, the dispatcher and the worker share.
 
+pub mod actions;
 pub mod admin_listener;
+pub mod analysis;
 pub mod auth;
 pub mod broker;
-pub mod catalogue;
 pub mod config;
 pub mod db;
 pub mod health;
+pub mod integrity;
+pub mod jobs;
 pub mod metrics;
 pub mod permissions;
 pub mod redis_client;
@@ -19,7 +22,6 @@ pub mod signing;
 pub mod states;
 pub mod storage;
 pub mod telemetry;
-pub mod tenancy;
 
-#[cfg(feature = "test-support")]
+#[cfg(any(test, feature = "test-support"))]
 pub mod test_support;

@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::catalogue::JobType;
 use crate::db::{PgPool, stats, workers};
 
 pub const JOBS_ENQUEUED: &str = "quire_jobs_enqueued_total";
@@ -130,10 +129,7 @@ pub async fn render_queue_state(
             ));
         }
     }
-    let types: Vec<&str> = JobType::ALL
-        .iter()
-        .map(|job_type| job_type.as_str())
-        .collect();
+    let types: Vec<&str> = crate::jobs::job_types().collect();
     if let Ok(lengths) = crate::broker::queue_lengths(redis, namespace, &types).await {
         out.push_str(&format!("# TYPE {QUEUE_LENGTH} gauge\n"));
         for (queue, length) in lengths {

@@ -1,23 +1,20 @@
-//! What every job run shares.
+//! What this worker process shares between its slots.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use quire_shared::config::Settings;
 use quire_shared::db::{self, PgPool};
+use quire_shared::jobs::JobContext;
 use quire_shared::retry::Backoff;
-use quire_shared::storage::{LocalStore, ObjectStore};
+use quire_shared::storage::LocalStore;
 use uuid::Uuid;
 
 use crate::completer::Completer;
-use crate::handlers::Registry;
 
 pub struct WorkerContext {
-    /// Random per process start: a restarted worker never mistakes an old claim for its own.
-    pub worker_id: String,
-    pub pool: PgPool,
-    pub store: Arc<dyn ObjectStore>,
-    pub handlers: Registry,
+    /// What each handler gets: the worker id, the pool, the object store, the settings.
+    pub jobs: JobContext,
     pub lease: Duration,
     pub retry_backoff: Backoff,
     /// Writes successes without completion writes in batches.
@@ -29,20 +26,32 @@ impl WorkerContext {
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
         let pool = db::build_pool_with(&settings.database, db::SessionMode::WORKER)?;
         Ok(Self {
-            worker_id: format!(
-                "worker-{}-{}",
-                std::process::id(),
-                &Uuid::new_v4().simple().to_string()[..12]
-            ),
             completer: Completer::start(pool.clone()),
-            pool,
-            store: Arc::new(LocalStore::new(&settings.storage.data_dir)),
-            handlers: Registry::standard(settings),
+            jobs: JobContext {
+                // Random per process start: a restarted worker never mistakes an old
+                // claim for its own.
+                worker_id: format!(
+                    "worker-{}-{}",
+                    std::process::id(),
+                    &Uuid::new_v4().simple().to_string()[..12]
+                ),
+                pool,
+                store: Arc::new(LocalStore::new(&settings.storage.data_dir)),
+                settings: Arc::new(settings.clone()),
+            },
             lease: Duration::from_secs(settings.worker.lease_seconds),
             retry_backoff: Backoff::new(
                 Duration::from_millis(settings.worker.retry_backoff_base_ms),
                 Duration::from_millis(settings.worker.retry_backoff_max_ms),
             ),
         })
+    }
+
+    pub fn worker_id(&self) -> &str {
+        &self.jobs.worker_id
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.jobs.pool
     }
 }

@@ -8,15 +8,14 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use quire_shared::broker::{MESSAGE_VERSION, WireMessage};
 use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job};
 use quire_shared::db::{DbError, documents};
+use quire_shared::jobs::{self as job_types, JobError, Prepared};
 use quire_shared::states::TenantStatus;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::context::WorkerContext;
-use crate::handlers::JobHandler;
 use crate::heartbeat;
-use crate::outcome::JobError;
 
 /// How a run ended.
 enum Ended {
@@ -63,8 +62,8 @@ pub async fn claim(context: &WorkerContext, deliveries: Vec<Delivery>) -> Vec<Cl
         .collect();
     metrics::histogram!(quire_shared::metrics::CLAIM_BATCH_SIZE).record(requests.len() as f64);
     let claimed = async {
-        let mut conn = context.pool.get().await?;
-        jobs::claim_jobs(&mut conn, &requests, &context.worker_id, context.lease).await
+        let mut conn = context.pool().get().await?;
+        jobs::claim_jobs(&mut conn, &requests, context.worker_id(), context.lease).await
     }
     .await;
     let claimed = match claimed {
@@ -134,7 +133,7 @@ pub async fn run(context: &Arc<WorkerContext>, claimed: Claimed, stop: &Cancella
         job_id = %message.job_id,
         job_type = %message.job_type,
         tenant_id = %message.tenant_id,
-        worker_id = %context.worker_id,
+        worker_id = %context.worker_id(),
         task_id = %message.task_id,
         request_id = message.request_id.as_deref().unwrap_or_default(),
     );
@@ -167,33 +166,38 @@ async fn process(
         .fence()
         .ok_or_else(|| anyhow::anyhow!("a claimed job has no worker id"))?;
     tracing::info!(attempt = job.attempts, "job claimed");
-    let handler = context.handlers.get(&job.job_type).cloned();
-
     let lost = CancellationToken::new();
     let beating = tokio::spawn(heartbeat::run(
         Arc::clone(context),
         fence.clone(),
         lost.clone(),
     ));
-    let ended = tokio::select! {
-        outcome = run_handler(context, handler.as_deref(), &job, tenant_status, &lost) => Ended::Finished(outcome),
-        _ = lost.cancelled() => Ended::Lost,
-        _ = stop.cancelled() => Ended::Stopped,
+    let (handler, ended) = match prepare(&job, tenant_status) {
+        Err(refused) => (None, Ended::Finished(Err(refused))),
+        Ok(handler) => {
+            let ended = tokio::select! {
+                outcome = run_handler(context, &handler, &job, &lost) => Ended::Finished(outcome),
+                _ = lost.cancelled() => Ended::Lost,
+                _ = stop.cancelled() => Ended::Stopped,
+            };
+            (Some(handler), ended)
+        }
     };
     beating.abort();
+    let handler = handler.as_ref().map(|handler| handler.prepared.as_ref());
     metrics::histogram!(quire_shared::metrics::JOB_RUN_SECONDS, "type" => job_type)
         .record(started.elapsed().as_secs_f64());
 
     match ended {
         Ended::Finished(outcome) => {
-            finish(context, handler.as_deref(), &job, &fence, outcome).await
+            finish(context, handler, &job, &fence, outcome).await
         }
         Ended::Lost => {
             tracing::info!("job stopped without side effects: it was cancelled or taken over");
             Ok(())
         }
         Ended::Stopped => {
-            let mut conn = context.pool.get().await?;
+            let mut conn = context.pool().get().await?;
             let requeued = jobs::requeue_for_retry(
                 &mut conn,
                 &fence,
@@ -212,18 +216,20 @@ async fn process(
     }
 }
 
-async fn run_handler(
-    context: &WorkerContext,
-    handler: Option<&dyn JobHandler>,
-    job: &Job,
-    tenant_status: Option<TenantStatus>,
-    cancelled: &CancellationToken,
-) -> Result<(), JobError> {
-    let Some(handler) = handler else {
-        if quire_shared::catalogue::RETIRED_JOB_TYPES.contains(&job.job_type.as_str()) {
+/// A claimed job's handler: its type's, with the payload parsed once.
+struct Handler {
+    prepared: Box<dyn Prepared>,
+    time_limit: Duration,
+}
+
+/// The handler of the job row's type (the truth, not the message), once the type's
+/// tenant guard passed and the payload parsed; a safe permanent error otherwise.
+fn prepare(job: &Job, tenant_status: Option<TenantStatus>) -> Result<Handler, JobError> {
+    let Some(job_type) = job_types::find(&job.job_type) else {
+        if job_types::RETIRED_JOB_TYPES.contains(&job.job_type.as_str()) {
             return Err(JobError::permanent(
                 "retired_job_type",
-                "this job type is retired; its work runs inside analyze-document",
+                "this job type is retired; its work runs inside the analysis",
             ));
         }
         return Err(JobError::permanent(
@@ -231,10 +237,21 @@ async fn run_handler(
             "no worker can run this job type",
         ));
     };
-    if let Some(required) = handler.job_type().info().required_tenant_status {
-        crate::handlers::ensure_tenant_status(tenant_status, required)?;
-    }
-    match tokio::time::timeout(handler.time_limit(), handler.run(context, job, cancelled)).await {
+    job_type.check_tenant(tenant_status)?;
+    Ok(Handler {
+        prepared: job_type.prepare(job)?,
+        time_limit: Duration::from_secs(job_type.spec().time_limit_seconds),
+    })
+}
+
+async fn run_handler(
+    context: &WorkerContext,
+    handler: &Handler,
+    job: &Job,
+    cancelled: &CancellationToken,
+) -> Result<(), JobError> {
+    let run = handler.prepared.run(&context.jobs, job, cancelled);
+    match tokio::time::timeout(handler.time_limit, run).await {
         Ok(outcome) => outcome,
         Err(_) => Err(JobError::Transient {
             code: "timed_out",
@@ -255,7 +272,7 @@ fn stale(fence: &Fence) {
 /// Writes the outcome, fenced: a stale worker's write changes nothing and is logged.
 async fn finish(
     context: &WorkerContext,
-    handler: Option<&dyn JobHandler>,
+    handler: Option<&dyn Prepared>,
     job: &Job,
     fence: &Fence,
     outcome: Result<(), JobError>,
@@ -276,7 +293,7 @@ async fn finish(
                 retry_in_ms = delay.as_millis() as u64,
                 "job failed transiently, retrying"
             );
-            let mut conn = context.pool.get().await?;
+            let mut conn = context.pool().get().await?;
             jobs::requeue_for_retry(&mut conn, fence, delay, code, message).await?
         }
         Err(error) => {
@@ -286,7 +303,7 @@ async fn finish(
                 JobError::Transient { .. } => true,
             };
             tracing::warn!(code = error.code(), "job failed");
-            let mut conn = context.pool.get().await?;
+            let mut conn = context.pool().get().await?;
             fail(&mut conn, job, fence, error, fail_document).await?
         }
     };
@@ -316,20 +333,20 @@ async fn finish(
 /// writes hands its fenced finish to the completer, which writes it in a batch.
 async fn succeed(
     context: &WorkerContext,
-    handler: Option<&dyn JobHandler>,
+    handler: Option<&dyn Prepared>,
     job: &Job,
     fence: &Fence,
 ) -> anyhow::Result<bool> {
     let Some(handler) = handler.filter(|handler| handler.writes_on_success()) else {
         return context.completer.succeed(fence.clone()).await;
     };
-    let mut conn = context.pool.get().await?;
+    let mut conn = context.pool().get().await?;
     let applied = conn
         .transaction::<_, DbError, _>(async |conn| {
             if !jobs::mark_succeeded(conn, fence).await? {
                 return Ok(false);
             }
-            handler.commit_success(conn, job).await?;
+            handler.commit_success(&context.jobs, conn, job).await?;
             Ok(true)
         })
         .await?;

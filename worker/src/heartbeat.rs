@@ -14,7 +14,7 @@ pub async fn run(context: Arc<WorkerContext>, fence: Fence, lost: CancellationTo
     loop {
         tokio::time::sleep(interval).await;
         let beat = async {
-            let mut conn = context.pool.get().await?;
+            let mut conn = context.pool().get().await?;
             jobs::heartbeat(&mut conn, &fence, context.lease).await
         }
         .await;

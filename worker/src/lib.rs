@@ -2,15 +2,12 @@
 //! in PostgreSQL, runs it and writes the outcome back fenced by status, worker and
 //! attempt (DESIGN §4 steps 3–6).
 
-mod analysis;
 mod completer;
 mod context;
 mod executor;
 mod fetcher;
-mod handlers;
 mod heartbeat;
-mod outcome;
-mod registry;
+mod presence;
 
 use std::sync::Arc;
 
@@ -20,9 +17,7 @@ use quire_shared::config::Settings;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-pub use analysis::text_page::one_page_pdf;
 pub use context::WorkerContext;
-pub use outcome::JobError;
 
 /// Runs a worker until `shutdown` is cancelled, then drains in-flight jobs.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
@@ -31,24 +26,24 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     broker::warn_unless_noeviction(&redis).await;
     quire_shared::admin_listener::spawn(
         &settings.worker.admin_listen,
-        context.pool.clone(),
+        context.pool().clone(),
         redis,
         shutdown.clone(),
     )?;
-    let served = served_job_types(&settings, &context)?;
+    let served = served_job_types(&settings)?;
     let keys: Vec<String> = served
         .iter()
         .map(|job_type| broker::queue_key(&settings.redis.namespace, job_type))
         .collect();
     tracing::info!(
-        worker_id = %context.worker_id,
+        worker_id = %context.worker_id(),
         concurrency = settings.worker.concurrency,
         queues = ?served,
         "worker started"
     );
     warn_if_pool_too_small(&settings);
     let slots = Arc::new(Semaphore::new(settings.worker.concurrency));
-    let reporting = tokio::spawn(registry::run(
+    let reporting = tokio::spawn(presence::run(
         Arc::clone(&context),
         Arc::clone(&slots),
         settings.worker.concurrency,
@@ -57,19 +52,19 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     ));
     fetcher::run(Arc::clone(&context), &settings, keys, slots, shutdown).await;
     let _ = reporting.await;
-    registry::forget(&context).await;
+    presence::forget(&context).await;
     tracing::info!("worker stopped");
     Ok(())
 }
 
 /// The job types this worker pops: the configured ones, which must all have a handler,
 /// or every type it has a handler for.
-fn served_job_types(settings: &Settings, context: &WorkerContext) -> anyhow::Result<Vec<String>> {
+fn served_job_types(settings: &Settings) -> anyhow::Result<Vec<String>> {
     if settings.worker.queues.is_empty() {
-        return Ok(context.handlers.job_types().map(str::to_owned).collect());
+        return Ok(quire_shared::jobs::job_types().map(str::to_owned).collect());
     }
     for queue in &settings.worker.queues {
-        if context.handlers.get(queue).is_none() {
+        if quire_shared::jobs::find(queue).is_none() {
             bail!("worker.queues names {queue:?}, which this worker has no handler for");
         }
     }

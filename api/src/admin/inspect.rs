@@ -3,6 +3,8 @@
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
+use quire_shared::actions::ActionError;
+use quire_shared::actions::jobs::{self as job_actions, CANCELLED_BY_OPERATOR, JobScope};
 use quire_shared::config::Settings;
 use quire_shared::db::jobs::{self, Job, JobFilter};
 use quire_shared::db::{stats, workers};
@@ -89,26 +91,27 @@ pub async fn jobs(command: JobsCommand, settings: &Settings) -> anyhow::Result<(
             println!("{}", serde_json::to_string_pretty(&view)?);
         }
         JobsCommand::Retry { id } => {
-            let job = jobs::find_job(&mut conn, id)
-                .await?
-                .context("no such job")?;
-            let configured = settings.jobs.max_attempts;
-            let fresh = quire_shared::catalogue::JobType::parse(&job.job_type)
-                .map_or(configured, |job_type| job_type.max_attempts(configured));
-            if !jobs::retry_failed_job(&mut conn, job.tenant_id, job.document_id, id, fresh).await?
+            match job_actions::retry(&mut conn, JobScope::Any, id, settings.jobs.max_attempts).await
             {
-                bail!("job {id} is {}, not FAILED: nothing to retry", job.status);
+                Ok(job) => println!("{id}\t{}", job.status),
+                Err(ActionError::Conflict {
+                    current_status: Some(status),
+                    ..
+                }) => bail!("job {id} is {status}, not FAILED: nothing to retry"),
+                Err(ActionError::NotFound) => bail!("no such job"),
+                Err(error) => return Err(error).context("retry the job"),
             }
-            println!("{id}\tQUEUED");
         }
         JobsCommand::Cancel { id } => {
-            if jobs::cancel_jobs(&mut conn, &[id], "cancelled by an operator").await? == 0 {
-                let status = jobs::find_job(&mut conn, id)
-                    .await?
-                    .map_or("missing".to_owned(), |job| job.status.to_string());
-                bail!("job {id} is {status}: only QUEUED or RUNNING jobs can be cancelled");
+            match job_actions::cancel(&mut conn, JobScope::Any, id, CANCELLED_BY_OPERATOR).await {
+                Ok(job) => println!("{id}\t{}", job.status),
+                Err(ActionError::Conflict {
+                    current_status: Some(status),
+                    ..
+                }) => bail!("job {id} is {status}: only QUEUED or RUNNING jobs can be cancelled"),
+                Err(ActionError::NotFound) => bail!("no such job"),
+                Err(error) => return Err(error).context("cancel the job"),
             }
-            println!("{id}\tCANCELLED");
         }
     }
     Ok(())
@@ -130,8 +133,8 @@ pub async fn stats(settings: &Settings) -> anyhow::Result<()> {
     println!("outbox lag\t{:.3}s", ages.outbox_lag_seconds);
     println!("oldest queued job\t{:.3}s", ages.oldest_queued_seconds);
     let redis = quire_shared::broker::build_pool(&settings.redis)?;
-    let types: Vec<&str> = quire_shared::catalogue::JobType::public()
-        .map(|job_type| job_type.as_str())
+    let types: Vec<&str> = quire_shared::jobs::public_job_types()
+        .map(|spec| spec.job_type)
         .collect();
     match quire_shared::broker::queue_lengths(&redis, &settings.redis.namespace, &types).await {
         Ok(lengths) => {

@@ -7,13 +7,14 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use diesel_async::AsyncPgConnection;
+use quire_shared::actions::ActionError;
+use quire_shared::actions::tenants as tenant_actions;
 use quire_shared::config::Settings;
 use quire_shared::db::members;
 use quire_shared::db::tenants::{self, Tenant};
 use quire_shared::permissions::{CapabilitySet, MemberSpec};
 use quire_shared::signing::DeletionAction;
 use quire_shared::states::TenantStatus;
-use quire_shared::tenancy::{self, TenancyError};
 use uuid::Uuid;
 
 use super::DeletionArgs;
@@ -118,16 +119,12 @@ async fn wait_until_active(
     }
 }
 
-async fn move_tenant(
-    conn: &mut AsyncPgConnection,
-    tenant: &str,
-    from: TenantStatus,
-    to: TenantStatus,
-) -> anyhow::Result<()> {
-    let found = find(conn, tenant).await?;
-    match tenants::transition(conn, found.id, &[from], to).await? {
-        Some(moved) => println!("{}\t{}\t{}", moved.id, moved.status, moved.name),
-        None => bail!("tenant {:?} is {}, not {from}", found.name, found.status),
+/// Prints the tenant an action moved, or says why it did not move.
+fn print_moved(tenant: &str, moved: Result<Tenant, ActionError>) -> anyhow::Result<()> {
+    match moved {
+        Ok(moved) => println!("{}\t{}\t{}", moved.id, moved.status, moved.name),
+        Err(ActionError::TenantState(status)) => bail!("tenant {tenant:?} is {status}"),
+        Err(error) => return Err(error).context("change the tenant's status"),
     }
     Ok(())
 }
@@ -154,15 +151,12 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
             timeout_seconds,
         } => {
             let name = name.trim();
-            if name.is_empty() || name.chars().count() > 100 {
-                bail!("a tenant name has 1 to 100 characters");
-            }
             let mut all = vec![MemberSpec::WithSet {
                 user_id: owner,
                 capability_set: CapabilitySet::Owner,
             }];
             all.extend(members);
-            let created = tenancy::create_tenant(
+            let created = tenant_actions::create_tenant(
                 &mut conn,
                 name,
                 all.clone(),
@@ -172,7 +166,7 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
             .await;
             let tenant_id = match created {
                 Ok((tenant, _)) => tenant.id,
-                Err(TenancyError::NameTaken) if if_missing => {
+                Err(ActionError::TenantNameTaken) if if_missing => {
                     let existing = tenants::find_tenant_by_name(&mut conn, name)
                         .await?
                         .context("the tenant vanished")?;
@@ -182,7 +176,9 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
                     }
                     existing.id
                 }
-                Err(TenancyError::NameTaken) => bail!("a tenant named {name:?} exists already"),
+                Err(ActionError::TenantNameTaken) => {
+                    bail!("a tenant named {name:?} exists already")
+                }
                 Err(error) => return Err(error.into()),
             };
             if !no_wait {
@@ -197,22 +193,12 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
             }
         }
         TenantCommand::Suspend { tenant } => {
-            move_tenant(
-                &mut conn,
-                &tenant,
-                TenantStatus::Active,
-                TenantStatus::Suspended,
-            )
-            .await?;
+            let found = find(&mut conn, &tenant).await?;
+            print_moved(&tenant, tenant_actions::suspend(&mut conn, found.id).await)?;
         }
         TenantCommand::Activate { tenant } => {
-            move_tenant(
-                &mut conn,
-                &tenant,
-                TenantStatus::Suspended,
-                TenantStatus::Active,
-            )
-            .await?;
+            let found = find(&mut conn, &tenant).await?;
+            print_moved(&tenant, tenant_actions::activate(&mut conn, found.id).await)?;
         }
         TenantCommand::Delete(_) | TenantCommand::Reset(_) => {}
     }

@@ -8,6 +8,8 @@ mod session;
 
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, LOCATION};
 use actix_web::{HttpRequest, HttpResponse, web};
+use quire_shared::actions::ActionError;
+use quire_shared::actions::jobs::{self as job_actions, CANCELLED_BY_OPERATOR, JobScope};
 use quire_shared::db::jobs::{self, JobFilter};
 use quire_shared::db::{stats, workers};
 use quire_shared::states::JobStatus;
@@ -66,10 +68,7 @@ async fn overview(
         tenant_id: None,
         limit: 20,
     };
-    let types: Vec<&str> = quire_shared::catalogue::JobType::ALL
-        .iter()
-        .map(|job_type| job_type.as_str())
-        .collect();
+    let types: Vec<&str> = quire_shared::jobs::job_types().collect();
     let view = page::Overview {
         csrf: session::csrf_token(&state.settings.auth, &session),
         operator,
@@ -193,19 +192,23 @@ async fn retry(
     let operator = authorized(&state, &req, &form)?;
     let job_id = path.into_inner();
     let mut conn = connection(&state).await?;
-    let Some(job) = jobs::find_job(&mut conn, job_id).await? else {
-        return Ok(see_other("/ops?notice=no+such+job"));
-    };
-    let configured = state.settings.jobs.max_attempts;
-    let fresh = quire_shared::catalogue::JobType::parse(&job.job_type)
-        .map_or(configured, |job_type| job_type.max_attempts(configured));
-    let retried =
-        jobs::retry_failed_job(&mut conn, job.tenant_id, job.document_id, job_id, fresh).await?;
-    tracing::info!(%operator, %job_id, retried, "operator retried a job");
-    Ok(see_other(if retried {
-        "/ops?notice=job+queued+again"
-    } else {
-        "/ops?notice=the+job+is+not+FAILED+any+more"
+    let retried = job_actions::retry(
+        &mut conn,
+        JobScope::Any,
+        job_id,
+        state.settings.jobs.max_attempts,
+    )
+    .await;
+    tracing::info!(%operator, %job_id, retried = retried.is_ok(), "operator retried a job");
+    Ok(see_other(match retried {
+        Ok(_) => "/ops?notice=job+queued+again",
+        Err(ActionError::NotFound) => "/ops?notice=no+such+job",
+        Err(ActionError::Conflict {
+            code: "job_already_active",
+            ..
+        }) => "/ops?notice=another+job+for+this+document+is+active",
+        Err(ActionError::Conflict { .. }) => "/ops?notice=the+job+is+not+FAILED+any+more",
+        Err(error) => return Err(error.into()),
     }))
 }
 
@@ -218,11 +221,13 @@ async fn cancel(
     let operator = authorized(&state, &req, &form)?;
     let job_id = path.into_inner();
     let mut conn = connection(&state).await?;
-    let cancelled = jobs::cancel_jobs(&mut conn, &[job_id], "cancelled by an operator").await?;
-    tracing::info!(%operator, %job_id, cancelled, "operator cancelled a job");
-    Ok(see_other(if cancelled == 1 {
-        "/ops?notice=job+cancelled"
-    } else {
-        "/ops?notice=the+job+had+finished+already"
+    let cancelled =
+        job_actions::cancel(&mut conn, JobScope::Any, job_id, CANCELLED_BY_OPERATOR).await;
+    tracing::info!(%operator, %job_id, cancelled = cancelled.is_ok(), "operator cancelled a job");
+    Ok(see_other(match cancelled {
+        Ok(_) => "/ops?notice=job+cancelled",
+        Err(ActionError::NotFound) => "/ops?notice=no+such+job",
+        Err(ActionError::Conflict { .. }) => "/ops?notice=the+job+had+finished+already",
+        Err(error) => return Err(error.into()),
     }))
 }

@@ -3,12 +3,10 @@
 //! Tenant ids are the operator's to know, so a missing tenant answers 404.
 
 use actix_web::{HttpResponse, web};
-use quire_shared::catalogue::DeleteTenantPayload;
+use quire_shared::actions::tenants as tenant_actions;
 use quire_shared::db::{jobs, tenants};
+use quire_shared::jobs::DeleteTenant as DeleteTenantPayload;
 use quire_shared::permissions::MemberSpec;
-use quire_shared::signing::ProofError;
-use quire_shared::states::TenantStatus;
-use quire_shared::tenancy::{self, TenancyError};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -32,41 +30,6 @@ pub struct NewTenant {
     members: Vec<MemberSpec>,
 }
 
-fn tenancy_error(error: TenancyError) -> ApiError {
-    let conflict = |code, detail: &str| ApiError::Conflict {
-        code,
-        detail: detail.to_owned(),
-        extension: None,
-    };
-    match error {
-        TenancyError::NameTaken => conflict(
-            "tenant_name_taken",
-            "a tenant with this name exists already",
-        ),
-        TenancyError::NotFound => ApiError::NotFound,
-        TenancyError::NameMismatch => {
-            ApiError::forbidden("tenant_mismatch", "the signed request names another tenant")
-        }
-        TenancyError::WrongState(status) => ApiError::Conflict {
-            code: "tenant_state",
-            detail: format!("the tenant is {status}"),
-            extension: Some(("current_status", status.to_string())),
-        },
-        TenancyError::JobActive => conflict(
-            "tenant_job_active",
-            "a provisioning or deletion of this tenant is queued or running already",
-        ),
-        TenancyError::NonceReplayed => {
-            ApiError::forbidden("nonce_replayed", "the signed request was used before")
-        }
-        TenancyError::Proof(
-            error @ (ProofError::SignatureInvalid | ProofError::Stale | ProofError::FromTheFuture),
-        ) => ApiError::forbidden(error.code(), error.to_string()),
-        TenancyError::Proof(error) => ApiError::unprocessable(error.code(), error.to_string()),
-        TenancyError::Db(error) => error.into(),
-    }
-}
-
 #[utoipa::path(
     post, path = "/api/admin/tenants", tag = "admin",
     request_body = NewTenant,
@@ -84,13 +47,6 @@ pub async fn create(
     body: web::Json<NewTenant>,
 ) -> Result<HttpResponse, ApiError> {
     let NewTenant { name, members } = body.into_inner();
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > 100 {
-        return Err(ApiError::unprocessable(
-            "invalid_name",
-            "a tenant name has 1 to 100 characters",
-        ));
-    }
     if members.is_empty() || members.len() > MAX_MEMBERS {
         return Err(ApiError::unprocessable(
             "invalid_members",
@@ -98,15 +54,14 @@ pub async fn create(
         ));
     }
     let mut conn = connection(&state).await?;
-    let (tenant, job) = tenancy::create_tenant(
+    let (tenant, job) = tenant_actions::create_tenant(
         &mut conn,
-        name,
+        &name,
         members,
         state.settings.jobs.max_attempts,
         crate::request_id::current(),
     )
-    .await
-    .map_err(tenancy_error)?;
+    .await?;
     tracing::info!(operator = %operator.name, tenant_id = %tenant.id, "tenant created");
     Ok(HttpResponse::Accepted().json(TenantJobView {
         tenant: tenant.into(),
@@ -163,24 +118,6 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(json!({ "tenant": TenantView::from(tenant), "jobs": jobs })))
 }
 
-async fn move_tenant(
-    state: &AppState,
-    operator: &Operator,
-    tenant_id: Uuid,
-    from: TenantStatus,
-    to: TenantStatus,
-) -> Result<HttpResponse, ApiError> {
-    let mut conn = connection(state).await?;
-    if let Some(tenant) = tenants::transition(&mut conn, tenant_id, &[from], to).await? {
-        tracing::info!(operator = %operator.name, %tenant_id, status = %to, "tenant status changed");
-        return Ok(HttpResponse::Ok().json(TenantView::from(tenant)));
-    }
-    let tenant = tenants::find_tenant(&mut conn, tenant_id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    Err(tenancy_error(TenancyError::WrongState(tenant.status)))
-}
-
 #[utoipa::path(
     post, path = "/api/admin/tenants/{tenant_id}/suspend", tag = "admin",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
@@ -198,14 +135,10 @@ pub async fn suspend(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = path.into_inner();
-    move_tenant(
-        &state,
-        &operator,
-        tenant_id,
-        TenantStatus::Active,
-        TenantStatus::Suspended,
-    )
-    .await
+    let mut conn = connection(&state).await?;
+    let tenant = tenant_actions::suspend(&mut conn, tenant_id).await?;
+    tracing::info!(operator = %operator.name, %tenant_id, "tenant suspended");
+    Ok(HttpResponse::Ok().json(TenantView::from(tenant)))
 }
 
 #[utoipa::path(
@@ -225,14 +158,10 @@ pub async fn activate(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = path.into_inner();
-    move_tenant(
-        &state,
-        &operator,
-        tenant_id,
-        TenantStatus::Suspended,
-        TenantStatus::Active,
-    )
-    .await
+    let mut conn = connection(&state).await?;
+    let tenant = tenant_actions::activate(&mut conn, tenant_id).await?;
+    tracing::info!(operator = %operator.name, %tenant_id, "tenant activated");
+    Ok(HttpResponse::Ok().json(TenantView::from(tenant)))
 }
 
 /// The body is what `quire-admin tenant delete|reset` signs: see `docs/jobs.md`.
@@ -260,7 +189,7 @@ pub async fn request_deletion(
     let request = body.into_inner();
     let action = request.action;
     let mut conn = connection(&state).await?;
-    let (tenant, job) = tenancy::request_deletion(
+    let (tenant, job) = tenant_actions::request_deletion(
         &mut conn,
         tenant_id,
         request,
@@ -268,8 +197,7 @@ pub async fn request_deletion(
         state.settings.jobs.max_attempts,
         crate::request_id::current(),
     )
-    .await
-    .map_err(tenancy_error)?;
+    .await?;
     tracing::warn!(operator = %operator.name, %tenant_id, action = action.as_str(), job_id = %job.id, "tenant deletion accepted");
     Ok(HttpResponse::Accepted().json(TenantJobView {
         tenant: tenant.into(),

@@ -4,10 +4,8 @@
 //! race-free).
 
 use actix_web::{HttpResponse, web};
-use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType, VerifyDocumentPayload};
-use quire_shared::db::documents;
-use quire_shared::db::jobs::{self, NewJob};
-use serde::{Deserialize, Serialize};
+use quire_shared::actions::documents::{self as document_actions, BulkResult, DocumentCaller};
+use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -16,8 +14,6 @@ use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views::{JobView, ProblemView};
-
-const MAX_IDS: usize = 100;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -33,45 +29,26 @@ pub struct VerifyRequest {
     ids: Vec<Uuid>,
 }
 
-/// Enqueues, for each document of the caller's tenant, the job `job_for` builds from its
-/// id and current version; missing documents are reported per id, not as an error.
-async fn enqueue_each<P: Serialize>(
-    state: &AppState,
-    caller: &DocumentWriter,
-    ids: Vec<Uuid>,
-    job_type: JobType,
-    job_for: impl Fn(Uuid, Uuid) -> P,
-) -> Result<HttpResponse, ApiError> {
-    if ids.is_empty() || ids.len() > MAX_IDS {
-        return Err(ApiError::unprocessable(
-            "invalid_ids",
-            format!("send 1 to {MAX_IDS} document ids"),
-        ));
+/// The bulk answer: each document's job, or `not_found`.
+fn answer(results: Vec<BulkResult>) -> HttpResponse {
+    let results: Vec<_> = results
+        .into_iter()
+        .map(|(document_id, job)| match job {
+            Some(job) => {
+                json!({ "document_id": document_id, "job": JobView::from(job), "error": null })
+            }
+            None => json!({ "document_id": document_id, "job": null, "error": "not_found" }),
+        })
+        .collect();
+    HttpResponse::Accepted().json(json!({ "results": results }))
+}
+
+fn caller_of(state: &AppState, caller: &DocumentWriter) -> DocumentCaller {
+    DocumentCaller {
+        tenant_id: caller.tenant_id,
+        configured_attempts: state.settings.jobs.max_attempts,
+        request_id: crate::request_id::current(),
     }
-    let tenant_id = caller.tenant_id;
-    let request_id = crate::request_id::current();
-    let mut conn = connection(state).await?;
-    let mut results = Vec::with_capacity(ids.len());
-    for document_id in ids {
-        let document = documents::find_document(&mut conn, tenant_id, document_id).await?;
-        let Some(version_id) = document.and_then(|document| document.current_version_id) else {
-            results.push(json!({ "document_id": document_id, "job": null, "error": "not_found" }));
-            continue;
-        };
-        let job = NewJob {
-            tenant_id,
-            document_id: Some(document_id),
-            job_type,
-            payload: job_for(document_id, version_id),
-            max_attempts: job_type.max_attempts(state.settings.jobs.max_attempts),
-            request_id: request_id.clone(),
-        };
-        let job = jobs::enqueue_or_active(&mut conn, &job).await?;
-        results.push(
-            json!({ "document_id": document_id, "job": job.map(JobView::from), "error": null }),
-        );
-    }
-    Ok(HttpResponse::Accepted().json(json!({ "results": results })))
 }
 
 #[utoipa::path(
@@ -91,19 +68,15 @@ pub async fn reanalyze(
     body: web::Json<ReanalyzeRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let request = body.into_inner();
-    let force = request.force;
-    enqueue_each(
-        &state,
-        &caller,
-        request.ids,
-        JobType::AnalyzeDocument,
-        |document_id, document_version_id| AnalyzeDocumentPayload {
-            document_id,
-            document_version_id,
-            force,
-        },
+    let mut conn = connection(&state).await?;
+    let results = document_actions::reanalyze(
+        &mut conn,
+        &caller_of(&state, &caller),
+        &request.ids,
+        request.force,
     )
-    .await
+    .await?;
+    Ok(answer(results))
 }
 
 /// Integrity check only: the document's status stays as it is unless its bytes no longer
@@ -124,15 +97,12 @@ pub async fn verify(
     caller: DocumentWriter,
     body: web::Json<VerifyRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    enqueue_each(
-        &state,
-        &caller,
-        body.into_inner().ids,
-        JobType::VerifyDocument,
-        |document_id, document_version_id| VerifyDocumentPayload {
-            document_id,
-            document_version_id,
-        },
+    let mut conn = connection(&state).await?;
+    let results = document_actions::verify(
+        &mut conn,
+        &caller_of(&state, &caller),
+        &body.into_inner().ids,
     )
-    .await
+    .await?;
+    Ok(answer(results))
 }

@@ -1,7 +1,7 @@
 //! `GET /api/jobs/catalogue`: the job types, their payload shapes, and the retired ones.
 
 use actix_web::HttpResponse;
-use quire_shared::catalogue::{JobType, RETIRED_JOB_TYPES};
+use quire_shared::jobs::{RETIRED_JOB_TYPES, public_job_types};
 use serde_json::json;
 
 use crate::auth::DocumentReader;
@@ -16,6 +16,6 @@ use crate::views::ProblemView;
     )
 )]
 pub async fn catalogue(_caller: DocumentReader) -> HttpResponse {
-    let types: Vec<_> = JobType::public().map(JobType::info).collect();
+    let types: Vec<_> = public_job_types().collect();
     HttpResponse::Ok().json(json!({ "job_types": types, "retired_job_types": RETIRED_JOB_TYPES }))
 }

@@ -4,12 +4,12 @@ use actix_multipart::Multipart;
 use actix_web::{HttpRequest, HttpResponse, web};
 use anyhow::Context;
 use diesel_async::AsyncConnection;
-use quire_shared::catalogue::AnalyzeDocumentPayload;
 use quire_shared::db::documents::{self, NewDocument};
 use quire_shared::db::intake::{self, NewIntake, Recorded};
 use quire_shared::db::jobs::NewJob;
 use quire_shared::db::labels;
 use quire_shared::db::{DbError, PooledConnection};
+use quire_shared::jobs::AnalyzeDocument;
 use quire_shared::storage::StorageKey;
 use uuid::Uuid;
 
@@ -112,11 +112,14 @@ pub async fn upload(
         content_type: received.content_type.clone(),
         original_filename: received.original_filename.clone(),
     };
-    let job = NewJob::analyze(
-        caller.tenant_id,
+    let analyze = AnalyzeDocument {
         document_id,
-        version_id,
-        false,
+        document_version_id: version_id,
+        force: false,
+    };
+    let job = NewJob::new(
+        caller.tenant_id,
+        analyze,
         state.settings.jobs.max_attempts,
         crate::request_id::current(),
     );
@@ -173,7 +176,7 @@ impl From<DbError> for RecordError {
 
 async fn record_upload(
     state: &AppState,
-    intake: NewIntake<AnalyzeDocumentPayload>,
+    intake: NewIntake<AnalyzeDocument>,
     reject_duplicates: bool,
 ) -> Result<Recorded, ApiError> {
     let mut conn = connection(state).await?;

@@ -7,6 +7,7 @@ use quire_shared::db::documents::{self, DocumentEdit};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::labels;
 use quire_shared::db::{DbError, analysis};
+use quire_shared::jobs::AnalyzeDocument;
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -185,14 +186,12 @@ pub async fn patch(
             if let (true, Some(version_id)) =
                 (after.title != before.title, after.current_version_id)
             {
-                let analyze = NewJob::analyze(
-                    tenant_id,
+                let analyze = AnalyzeDocument {
                     document_id,
-                    version_id,
-                    false,
-                    max_attempts,
-                    request_id.clone(),
-                );
+                    document_version_id: version_id,
+                    force: false,
+                };
+                let analyze = NewJob::new(tenant_id, analyze, max_attempts, request_id.clone());
                 // Already queued or running: that one will see the new title.
                 job = jobs::enqueue_or_active(conn, &analyze).await?;
             }

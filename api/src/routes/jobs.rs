@@ -1,9 +1,8 @@
 //! A document's processing jobs: safe views only.
 
 use actix_web::{HttpResponse, web};
-use diesel_async::AsyncConnection;
-use quire_shared::catalogue::JobType;
-use quire_shared::db::{DbError, documents, jobs};
+use quire_shared::actions::jobs::{self as job_actions, JobScope};
+use quire_shared::db::{documents, jobs};
 use uuid::Uuid;
 
 use super::documents::connection;
@@ -85,54 +84,13 @@ pub async fn retry(
     path: web::Path<(Uuid, Uuid)>,
 ) -> Result<HttpResponse, ApiError> {
     let (document_id, job_id) = path.into_inner();
-    let tenant_id = caller.tenant_id;
-    let fresh_attempts = state.settings.jobs.max_attempts;
+    let scope = JobScope::Document {
+        tenant_id: caller.tenant_id,
+        document_id,
+    };
     let mut conn = connection(&state).await?;
-    documents::find_document(&mut conn, tenant_id, document_id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    let retried = conn
-        .transaction::<_, DbError, _>(async |conn| {
-            if !jobs::retry_failed_job(conn, tenant_id, Some(document_id), job_id, fresh_attempts)
-                .await?
-            {
-                return Ok(false);
-            }
-            let job = jobs::find_document_job(conn, tenant_id, document_id, job_id).await?;
-            // The analysis runs again, so the document is no longer failed.
-            if job.is_some_and(|job| job.job_type == JobType::AnalyzeDocument.as_str()) {
-                documents::mark_document_pending(conn, tenant_id, document_id).await?;
-            }
-            Ok(true)
-        })
-        .await;
-    match retried {
-        Ok(true) => {}
-        Ok(false) => {
-            let job = jobs::find_document_job(&mut conn, tenant_id, document_id, job_id)
-                .await?
-                .ok_or(ApiError::NotFound)?;
-            return Err(ApiError::Conflict {
-                code: "job_not_failed",
-                detail: format!(
-                    "only a FAILED job can be retried; this one is {}",
-                    job.status
-                ),
-                extension: Some(("current_status", job.status.as_str().to_owned())),
-            });
-        }
-        Err(error) if error.is_unique_violation() => {
-            return Err(ApiError::Conflict {
-                code: "job_already_active",
-                detail: "another job for this document version is queued or running".to_owned(),
-                extension: None,
-            });
-        }
-        Err(error) => return Err(error.into()),
-    }
-    let job = jobs::find_document_job(&mut conn, tenant_id, document_id, job_id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    tracing::info!(%document_id, %job_id, %tenant_id, "failed job retried");
+    let job =
+        job_actions::retry(&mut conn, scope, job_id, state.settings.jobs.max_attempts).await?;
+
     Ok(HttpResponse::Accepted().json(JobView::from(job)))
 }

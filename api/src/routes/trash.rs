@@ -2,10 +2,8 @@
 //! transaction; restoring brings the document back, not its cancelled jobs.
 
 use actix_web::{HttpResponse, web};
-use diesel_async::AsyncConnection;
-use quire_shared::catalogue::{JobType, PurgeDocumentPayload};
-use quire_shared::db::jobs::NewJob;
-use quire_shared::db::{DbError, documents, jobs, labels};
+use quire_shared::actions::documents::{self as document_actions, Deleted, DocumentCaller};
+use quire_shared::db::{documents, labels};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -14,12 +12,6 @@ use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views::{DocumentView, JobView, ProblemView};
-
-/// What a `DELETE` did.
-enum Deleted {
-    Trashed(documents::Document, usize),
-    PurgeQueued(Box<jobs::Job>),
-}
 
 /// `DELETE /api/documents/{id}`: a live document goes to the trash, and its `QUEUED` /
 /// `RUNNING` jobs and their undelivered events are cancelled, atomically (200). A
@@ -42,42 +34,18 @@ pub async fn trash(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
-    let tenant_id = caller.tenant_id;
-    let max_attempts = state.settings.jobs.max_attempts;
-    let request_id = crate::request_id::current();
+    let document_caller = DocumentCaller {
+        tenant_id: caller.tenant_id,
+        configured_attempts: state.settings.jobs.max_attempts,
+        request_id: crate::request_id::current(),
+    };
     let mut conn = connection(&state).await?;
-    let deleted = conn
-        .transaction::<_, DbError, _>(async |conn| {
-            if let Some(document) = documents::trash_document(conn, tenant_id, document_id).await? {
-                let cancelled = jobs::cancel_document_jobs(conn, tenant_id, document_id).await?;
-                return Ok(Some(Deleted::Trashed(document, cancelled)));
-            }
-            if documents::find_document_including_trashed(conn, tenant_id, document_id)
-                .await?
-                .is_none()
-            {
-                return Ok(None);
-            }
-            let purge = NewJob {
-                tenant_id,
-                document_id: Some(document_id),
-                job_type: JobType::PurgeDocument,
-                payload: PurgeDocumentPayload { document_id },
-                max_attempts,
-                request_id: request_id.clone(),
-            };
-            let job = jobs::enqueue_or_active(conn, &purge).await?;
-            Ok(job.map(|job| Deleted::PurgeQueued(Box::new(job))))
-        })
-        .await?;
-    match deleted.ok_or(ApiError::NotFound)? {
+    match document_actions::delete(&mut conn, &document_caller, document_id).await? {
         Deleted::Trashed(document, cancelled) => {
-            tracing::info!(%document_id, %tenant_id, cancelled_jobs = cancelled, "document trashed");
             let view = full_view(&mut conn, document).await?;
             Ok(HttpResponse::Ok().json(json!({ "document": view, "cancelled_jobs": cancelled })))
         }
         Deleted::PurgeQueued(job) => {
-            tracing::info!(%document_id, %tenant_id, job_id = %job.id, "document purge queued");
             Ok(HttpResponse::Accepted().json(json!({ "job": JobView::from(*job) })))
         }
     }
@@ -99,39 +67,9 @@ pub async fn restore(
     caller: DocumentWriter,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    let document_id = path.into_inner();
-    let tenant_id = caller.tenant_id;
     let mut conn = connection(&state).await?;
-    let restored = conn
-        .transaction::<_, DbError, _>(async |conn| {
-            // Locks the row: a running purge holds it until it is done, and then there is
-            // nothing left to restore.
-            let Some(current) = documents::lock_document(conn, tenant_id, document_id).await?
-            else {
-                return Ok(Err(ApiError::NotFound));
-            };
-            if current.trashed_at.is_none() {
-                return Ok(Err(ApiError::Conflict {
-                    code: "document_not_trashed",
-                    detail: "the document is not in the trash".to_owned(),
-                    extension: None,
-                }));
-            }
-            // A purge that has not started is withdrawn with the restore.
-            jobs::cancel_queued_document_jobs(
-                conn,
-                tenant_id,
-                document_id,
-                JobType::PurgeDocument,
-                "the document was restored",
-            )
-            .await?;
-            let document = documents::restore_document(conn, tenant_id, document_id).await?;
-            Ok(document.ok_or(ApiError::NotFound))
-        })
-        .await?;
-    let document = restored?;
-    tracing::info!(%document_id, %tenant_id, "document restored");
+    let document =
+        document_actions::restore(&mut conn, caller.tenant_id, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(full_view(&mut conn, document).await?))
 }
 

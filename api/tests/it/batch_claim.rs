@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
-use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::db::jobs::{self, ClaimRequest, Fence};
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::{JobStatus, TenantStatus};
 use tokio::sync::Barrier;
 use uuid::Uuid;
@@ -33,7 +33,7 @@ async fn requests_for(app: &TestApp, ids: &[Uuid]) -> Vec<ClaimRequest> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_claims_each_current_message_once_and_nothing_else() {
     let app = TestApp::spawn().await;
-    let ids = app.enqueue_fault_jobs(3, FaultTestPayload::default()).await;
+    let ids = app.enqueue_fault_jobs(3, FaultTest::default()).await;
     let mut requests = requests_for(&app, &ids).await;
     // A second copy of the first message, and a message of an event that is not current.
     requests.push(ClaimRequest {
@@ -73,9 +73,7 @@ async fn a_batch_claims_each_current_message_once_and_nothing_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_batches_claim_every_job_exactly_once() {
     let app = TestApp::spawn().await;
-    let ids = app
-        .enqueue_fault_jobs(40, FaultTestPayload::default())
-        .await;
+    let ids = app.enqueue_fault_jobs(40, FaultTest::default()).await;
     let requests = Arc::new(requests_for(&app, &ids).await);
     let racers = 6;
     let barrier = Arc::new(Barrier::new(racers));
@@ -113,7 +111,7 @@ async fn racing_batches_claim_every_job_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_made_again_after_an_undone_one_fences_out_the_first_run() {
     let app = TestApp::spawn().await;
-    let ids = app.enqueue_fault_jobs(1, FaultTestPayload::default()).await;
+    let ids = app.enqueue_fault_jobs(1, FaultTest::default()).await;
     let first = requests_for(&app, &ids).await;
     let mut conn = app.pool.get().await.expect("connection");
     let claimed = jobs::claim_jobs(&mut conn, &first, "worker-same", LEASE)

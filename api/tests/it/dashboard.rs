@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use futures_util::{SinkExt, StreamExt};
-use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
 use quire_shared::test_support::{eventually, free_port};
 use serde_json::{Value, json};
@@ -178,9 +178,9 @@ async fn failed_job(app: &TestApp) -> Uuid {
     let job = app
         .enqueue_fault_jobs(
             1,
-            FaultTestPayload {
+            FaultTest {
                 transient_failures: 5,
-                ..FaultTestPayload::default()
+                ..FaultTest::default()
             },
         )
         .await[0];

@@ -17,7 +17,7 @@ pub fn text_pdf(lines: &[&str]) -> Vec<u8> {
         content.push_str(&format!("({escaped}) '\n"));
     }
     content.push_str("ET\n");
-    quire_worker::one_page_pdf("Helvetica", &content)
+    quire_shared::analysis::text_page::one_page_pdf("Helvetica", &content)
 }
 
 /// A "scan": the text PDF rendered to a grayscale PNG at 200 dpi, without a text layer.

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use quire_api::Application;
-use quire_shared::catalogue::{FaultTestPayload, JobType};
 use quire_shared::config::Settings;
 use quire_shared::db::PgPool;
 use quire_shared::db::jobs::{self, Job};
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
 use quire_shared::test_support::{TestContext, eventually};
 use reqwest::multipart::{Form, Part};
@@ -273,7 +273,7 @@ impl TestApp {
     }
 
     /// Enqueues `count` `fault-test` jobs of tenant A, committed in batches.
-    pub async fn enqueue_fault_jobs(&self, count: usize, payload: FaultTestPayload) -> Vec<Uuid> {
+    pub async fn enqueue_fault_jobs(&self, count: usize, payload: FaultTest) -> Vec<Uuid> {
         enqueue_fault_jobs(
             &self.pool,
             self.tenant_id,
@@ -319,7 +319,7 @@ pub async fn enqueue_fault_jobs(
     pool: &PgPool,
     tenant_id: Uuid,
     count: usize,
-    payload: FaultTestPayload,
+    payload: FaultTest,
     max_attempts: i32,
 ) -> Vec<Uuid> {
     use diesel_async::AsyncConnection;
@@ -330,14 +330,7 @@ pub async fn enqueue_fault_jobs(
             .transaction::<_, quire_shared::db::DbError, _>(async |conn| {
                 let mut batch = Vec::with_capacity(chunk.len());
                 for _ in chunk {
-                    let job = jobs::NewJob {
-                        tenant_id,
-                        document_id: None,
-                        job_type: JobType::FaultTest,
-                        payload,
-                        max_attempts,
-                        request_id: None,
-                    };
+                    let job = jobs::NewJob::new(tenant_id, payload, max_attempts, None);
                     let enqueued = jobs::enqueue(conn, &job)
                         .await?
                         .expect("a fault job never conflicts");

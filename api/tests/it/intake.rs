@@ -4,15 +4,15 @@
 
 use diesel::sql_types::{BigInt, Uuid as SqlUuid};
 use diesel_async::RunQueryDsl;
-use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
 use quire_shared::db::documents::{self, NewDocument};
 use quire_shared::db::intake::{self, NewIntake};
 use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::jobs::{AnalyzeDocument, VerifyDocument};
 use uuid::Uuid;
 
 use crate::helpers::TestApp;
 
-fn new_intake(tenant_id: Uuid, index: usize) -> NewIntake<AnalyzeDocumentPayload> {
+fn new_intake(tenant_id: Uuid, index: usize) -> NewIntake<AnalyzeDocument> {
     let (id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
     NewIntake {
         document: NewDocument {
@@ -26,11 +26,13 @@ fn new_intake(tenant_id: Uuid, index: usize) -> NewIntake<AnalyzeDocumentPayload
             content_type: "text/plain".to_owned(),
             original_filename: index.is_multiple_of(2).then(|| format!("file-{index}.txt")),
         },
-        job: NewJob::analyze(
+        job: NewJob::new(
             tenant_id,
-            id,
-            version_id,
-            false,
+            AnalyzeDocument {
+                document_id: id,
+                document_version_id: version_id,
+                force: false,
+            },
             3,
             Some(format!("req-{index}")),
         ),
@@ -87,7 +89,11 @@ async fn an_intake_batch_returns_exactly_the_rows_it_stored() {
 async fn an_intake_whose_job_names_another_document_writes_nothing() {
     let app = TestApp::spawn().await;
     let mut stray = new_intake(app.tenant_id, 7);
-    stray.job.document_id = Some(Uuid::now_v7());
+    let analyze = AnalyzeDocument {
+        document_id: Uuid::now_v7(),
+        ..*stray.job.payload()
+    };
+    stray.job = NewJob::new(app.tenant_id, analyze, 3, None);
     let intakes = [new_intake(app.tenant_id, 6), stray];
     let mut conn = app.pool.get().await.expect("connection");
 
@@ -111,31 +117,39 @@ async fn a_batch_enqueue_skips_jobs_whose_equivalent_is_active() {
     let document = &recorded[0].document;
     let stored_version = recorded[0].version.id;
     let other_version = Uuid::now_v7();
-    let analyze = |version| NewJob::analyze(app.tenant_id, document.id, version, true, 3, None);
-    let noop = NewJob {
-        tenant_id: app.tenant_id,
-        document_id: None,
-        job_type: JobType::BenchNoop,
-        payload: AnalyzeDocumentPayload {
+    let analyze = |version| {
+        let payload = AnalyzeDocument {
             document_id: document.id,
-            document_version_id: other_version,
-            force: false,
-        },
-        max_attempts: 1,
-        request_id: None,
+            document_version_id: version,
+            force: true,
+        };
+        NewJob::new(app.tenant_id, payload, 3, None)
     };
     // The stored version's analysis is active already; the other version's appears twice
-    // in the batch; the no-op job is not an analysis at all.
+    // in the batch; a verification of that version is not an analysis at all.
     let batch = [
         analyze(stored_version),
         analyze(other_version),
         analyze(other_version),
-        noop,
     ];
+    let verify = NewJob::new(
+        app.tenant_id,
+        VerifyDocument {
+            document_id: document.id,
+            document_version_id: other_version,
+        },
+        1,
+        None,
+    );
 
-    let enqueued = jobs::enqueue_many(&mut conn, &batch)
+    let mut enqueued = jobs::enqueue_many(&mut conn, &batch)
         .await
         .expect("enqueue");
+    enqueued.extend(
+        jobs::enqueue_many(&mut conn, &[verify])
+            .await
+            .expect("enqueue the verification"),
+    );
 
     let written: Vec<bool> = enqueued.iter().map(Option::is_some).collect();
     assert_eq!(written, [false, true, false, true]);

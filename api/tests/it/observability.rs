@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
 use quire_shared::test_support::{TestContext, eventually, free_port};
 use serde_json::Value;
@@ -73,7 +73,7 @@ async fn every_process_is_observable_and_metrics_agree_with_the_database() {
         assert_eq!(get_text(&http, &format!("{base}/healthz")).await.0, 200);
     }
 
-    let ids = stack.enqueue(1000, FaultTestPayload::default(), 5).await;
+    let ids = stack.enqueue(1000, FaultTest::default(), 5).await;
     assert_eq!(ids.len(), 1000);
     let pool = stack.pool.clone();
     eventually(Duration::from_secs(120), "1,000 jobs succeeded", || async {
@@ -181,9 +181,9 @@ async fn the_admin_cli_inspects_retries_and_cancels_jobs() {
     let failing = app
         .enqueue_fault_jobs(
             1,
-            FaultTestPayload {
+            FaultTest {
                 transient_failures: 99,
-                ..FaultTestPayload::default()
+                ..FaultTest::default()
             },
         )
         .await[0];
@@ -191,7 +191,7 @@ async fn the_admin_cli_inspects_retries_and_cancels_jobs() {
     let worker = app.start_worker();
     app.wait_for_job(failing, JobStatus::Failed).await;
     worker.drain().await;
-    let queued = app.enqueue_fault_jobs(1, FaultTestPayload::default()).await[0];
+    let queued = app.enqueue_fault_jobs(1, FaultTest::default()).await[0];
 
     let listed = run(&["jobs", "list", "--status", "failed"]);
     assert!(listed.contains(&failing.to_string()), "{listed}");

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use diesel::sql_types::Uuid as SqlUuid;
 use diesel_async::RunQueryDsl;
-use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::db::jobs;
 use quire_shared::db::maintenance;
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
 use tokio::sync::Barrier;
 use uuid::Uuid;
@@ -18,9 +18,7 @@ use crate::helpers::TestApp;
 async fn a_job_finishing_while_the_rescuer_runs_has_exactly_one_outcome() {
     let app = TestApp::spawn().await;
     let rounds = 40;
-    let ids = app
-        .enqueue_fault_jobs(rounds, FaultTestPayload::default())
-        .await;
+    let ids = app.enqueue_fault_jobs(rounds, FaultTest::default()).await;
     let (mut completions_won, mut rescues_won) = (0, 0);
     for job_id in ids {
         let mut conn = app.pool.get().await.expect("connection");

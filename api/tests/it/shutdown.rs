@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
 
 use crate::helpers::TestApp;
@@ -14,7 +14,7 @@ async fn jobs_running_past_the_drain_deadline_are_queued_again_at_once() {
         settings.worker.drain_timeout_seconds = 1;
         settings.worker.lease_seconds = 60;
     }));
-    let long = FaultTestPayload {
+    let long = FaultTest {
         work_ms: 60_000,
         abort: false,
         transient_failures: 0,

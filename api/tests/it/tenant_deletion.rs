@@ -7,9 +7,9 @@ use std::path::Path;
 
 use diesel::sql_types::Uuid as SqlUuid;
 use diesel_async::RunQueryDsl;
-use quire_shared::catalogue::JobType;
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::{search_indexes, tenants};
+use quire_shared::jobs::{BackgroundJob, DeleteTenant};
 use quire_shared::signing::{DeletionAction, TenantDeletionRequest, new_nonce};
 use quire_shared::states::{JobStatus, TenantStatus};
 use reqwest::Method;
@@ -555,14 +555,7 @@ async fn the_worker_refuses_bad_deletion_jobs_before_touching_anything() {
             .expect("transition")
             .expect("marked deleting");
         }
-        let job = NewJob {
-            tenant_id,
-            document_id: None,
-            job_type: JobType::DeleteTenant,
-            payload,
-            max_attempts: 3,
-            request_id: None,
-        };
+        let job = NewJob::new(tenant_id, payload, 3, None);
         let job_id = jobs::enqueue(&mut conn, &job)
             .await
             .expect("enqueue")
@@ -578,7 +571,7 @@ async fn the_worker_refuses_bad_deletion_jobs_before_touching_anything() {
     }
     // Keep the analyze jobs of the uploads out of the way: only deletions are served.
     let settings = app.settings_with(|settings| {
-        settings.worker.queues = vec![JobType::DeleteTenant.as_str().to_owned()];
+        settings.worker.queues = vec![DeleteTenant::JOB_TYPE.to_owned()];
     });
     app.start_dispatcher();
     let _worker = app.start_worker_with(settings);

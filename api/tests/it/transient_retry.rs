@@ -1,5 +1,5 @@
-use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::db::outbox;
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
 
 use crate::helpers::TestApp;
@@ -10,7 +10,7 @@ async fn a_transient_failure_is_retried_through_a_new_delayed_event() {
     app.create_oracle_tables().await;
     app.start_dispatcher();
     let _worker = app.start_worker();
-    let flaky = FaultTestPayload {
+    let flaky = FaultTest {
         work_ms: 0,
         abort: false,
         transient_failures: 2,
@@ -29,7 +29,7 @@ async fn transient_failures_end_failed_with_their_code_when_attempts_run_out() {
     app.create_oracle_tables().await;
     app.start_dispatcher();
     let _worker = app.start_worker();
-    let hopeless = FaultTestPayload {
+    let hopeless = FaultTest {
         work_ms: 0,
         abort: false,
         transient_failures: 100,

@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use quire_shared::broker::{EventMessage, WireMessage};
-use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::db::{jobs, outbox};
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::{EventStatus, JobStatus};
 use serde_json::Value;
 use uuid::Uuid;
@@ -85,7 +85,7 @@ async fn a_cancelled_running_job_stops_at_its_next_heartbeat_without_its_effect(
     let worker = app.start_worker_with(app.settings_with(|settings| {
         settings.worker.drain_timeout_seconds = 60;
     }));
-    let payload = FaultTestPayload {
+    let payload = FaultTest {
         work_ms: 60_000,
         abort: false,
         transient_failures: 0,

@@ -189,6 +189,50 @@ pub async fn find_document_including_trashed(
         .optional()?)
 }
 
+#[derive(QueryableByName)]
+struct Settled {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    settled: i64,
+}
+
+/// After its analysis was cancelled, a live document still `PENDING` or `PROCESSING`
+/// with no analysis left queued or running settles in one guarded statement: `READY`
+/// when its current version was analyzed before (its thumbnail exists), else `FAILED`
+/// with a safe error, so it never waits for an analysis that will not come.
+/// `owner_types` are the job types whose outcome is the document's status.
+pub async fn settle_after_cancel(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    id: Uuid,
+    owner_types: &[&str],
+) -> Result<bool, DbError> {
+    let settled = diesel::sql_query(
+        "WITH settled AS ( \
+             UPDATE documents AS d \
+             SET status = CASE WHEN analyzed THEN 'READY' ELSE 'FAILED' END, \
+                 processing_error = CASE WHEN analyzed THEN NULL \
+                     ELSE 'the analysis was cancelled; analyze the document again' END, \
+                 updated_at = now() \
+             FROM (SELECT EXISTS (SELECT 1 FROM assets AS a JOIN documents AS doc \
+                       ON a.version_id = doc.current_version_id \
+                       WHERE doc.id = $2 AND a.tenant_id = $1 AND a.kind = 'thumbnail') \
+                   AS analyzed) AS seen \
+             WHERE d.id = $2 AND d.tenant_id = $1 AND d.trashed_at IS NULL \
+               AND d.status IN ('PENDING', 'PROCESSING') \
+               AND NOT EXISTS (SELECT 1 FROM processing_jobs AS j \
+                   WHERE j.document_id = d.id AND j.tenant_id = $1 \
+                     AND j.job_type = ANY($3) AND j.status IN ('QUEUED', 'RUNNING')) \
+             RETURNING d.id) \
+         SELECT count(*) AS settled FROM settled",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(tenant_id)
+    .bind::<diesel::sql_types::Uuid, _>(id)
+    .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(owner_types)
+    .get_result::<Settled>(conn)
+    .await?;
+    Ok(settled.settled == 1)
+}
+
 /// Back to `PENDING` with no error, for a document whose failed job is retried.
 pub async fn mark_document_pending(
     conn: &mut AsyncPgConnection,

@@ -9,7 +9,6 @@
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Int4, Int8, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use serde::Serialize;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -17,14 +16,15 @@ use super::DbError;
 use super::documents::{Document, DocumentVersion, NewDocument};
 use super::jobs::{Job, NewJob, enqueue_ctes};
 use super::prepared::Prepared;
+use crate::jobs::BackgroundJob;
 use crate::states::{DocumentStatus, JobStatus};
 
 /// One new document and the job that processes its first version.
 #[derive(Debug, Clone)]
-pub struct NewIntake<P: Serialize> {
+pub struct NewIntake<J: BackgroundJob> {
     pub document: NewDocument,
     /// Must name `document` (its id and tenant).
-    pub job: NewJob<P>,
+    pub job: NewJob<J>,
 }
 
 /// The rows an intake wrote, as stored.
@@ -67,16 +67,16 @@ struct Columns<'a> {
 /// job's `PENDING` outbox event due now, with one NOTIFY at commit: one statement, in
 /// the caller's transaction or on its own. Returns the rows as stored, in input order.
 /// Never touches Redis.
-pub async fn record<P: Serialize>(
+pub async fn record<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
-    intakes: &[NewIntake<P>],
+    intakes: &[NewIntake<J>],
 ) -> Result<Vec<Recorded>, DbError> {
     if intakes.is_empty() {
         return Ok(Vec::new());
     }
     let mut columns = Columns::default();
     for NewIntake { document, job } in intakes {
-        if job.document_id != Some(document.id) || job.tenant_id != document.tenant_id {
+        if job.document_id() != Some(document.id) || job.tenant_id() != document.tenant_id {
             return Err(DbError::Build(
                 "an intake's job must name its own document and tenant".to_owned(),
             ));
@@ -95,9 +95,9 @@ pub async fn record<P: Serialize>(
             .filenames
             .push(document.original_filename.as_deref());
         columns.job_ids.push(job_id);
-        columns.job_types.push(job.job_type.as_str());
+        columns.job_types.push(J::JOB_TYPE);
         columns.payloads.push(payload);
-        columns.max_attempts.push(job.max_attempts);
+        columns.max_attempts.push(job.max_attempts());
         columns.event_ids.push(event_id);
         columns.messages.push(message);
     }
@@ -154,8 +154,7 @@ pub async fn record<P: Serialize>(
 
     let mut recorded = Vec::with_capacity(intakes.len());
     for (index, NewIntake { document, job }) in intakes.iter().enumerate() {
-        metrics::counter!(crate::metrics::JOBS_ENQUEUED, "type" => job.job_type.as_str())
-            .increment(1);
+        metrics::counter!(crate::metrics::JOBS_ENQUEUED, "type" => J::JOB_TYPE).increment(1);
         recorded.push(Recorded {
             document: stored_document(document, at),
             version: stored_version(document, at),
@@ -206,8 +205,8 @@ fn stored_version(new: &NewDocument, at: OffsetDateTime) -> DocumentVersion {
     }
 }
 
-fn stored_job<P: Serialize>(
-    new: &NewJob<P>,
+fn stored_job<J: BackgroundJob>(
+    new: &NewJob<J>,
     job_id: Uuid,
     event_id: Uuid,
     payload: serde_json::Value,
@@ -215,13 +214,13 @@ fn stored_job<P: Serialize>(
 ) -> Job {
     Job {
         id: job_id,
-        tenant_id: new.tenant_id,
-        document_id: new.document_id,
-        job_type: new.job_type.as_str().to_owned(),
+        tenant_id: new.tenant_id(),
+        document_id: new.document_id(),
+        job_type: J::JOB_TYPE.to_owned(),
         payload,
         status: JobStatus::Queued,
         attempts: 0,
-        max_attempts: new.max_attempts,
+        max_attempts: new.max_attempts(),
         current_event_id: Some(event_id),
         worker_id: None,
         last_task_id: None,

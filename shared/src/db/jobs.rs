@@ -8,7 +8,6 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Int4, Int8, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use serde::Serialize;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -16,7 +15,7 @@ use super::DbError;
 use super::prepared::Prepared;
 use super::schema::processing_jobs;
 use crate::broker::EventMessage;
-use crate::catalogue::JobType;
+use crate::jobs::BackgroundJob;
 use crate::states::JobStatus;
 
 /// Longest `error_message` kept on a job (the column's CHECK constraint).
@@ -71,45 +70,56 @@ pub struct Fence {
     pub task_id: Uuid,
 }
 
-/// A job to enqueue in the caller's transaction.
+/// A job to enqueue in the caller's transaction. Built by [`NewJob::new`] only, so its
+/// document and attempts always come from its type.
 #[derive(Debug, Clone)]
-pub struct NewJob<P: Serialize> {
-    pub tenant_id: Uuid,
-    pub document_id: Option<Uuid>,
-    pub job_type: JobType,
-    pub payload: P,
-    pub max_attempts: i32,
+pub struct NewJob<J: BackgroundJob> {
+    tenant_id: Uuid,
+    payload: J,
+    max_attempts: i32,
     /// The request that enqueues the job, carried in every message announcing it.
-    pub request_id: Option<String>,
+    request_id: Option<String>,
 }
 
-impl NewJob<crate::catalogue::AnalyzeDocumentPayload> {
-    /// The analysis of one document version (upload, edit, bulk re-analyze), with the
-    /// attempts its catalogue entry gives out of `configured`.
-    pub fn analyze(
+impl<J: BackgroundJob> NewJob<J> {
+    /// A job of type `J` for `tenant_id`, with the attempts its retry class gives out of
+    /// `configured_attempts` (`jobs.max_attempts`).
+    pub fn new(
         tenant_id: Uuid,
-        document_id: Uuid,
-        document_version_id: Uuid,
-        force: bool,
+        payload: J,
         configured_attempts: i32,
         request_id: Option<String>,
     ) -> Self {
         Self {
             tenant_id,
-            document_id: Some(document_id),
-            job_type: JobType::AnalyzeDocument,
-            payload: crate::catalogue::AnalyzeDocumentPayload {
-                document_id,
-                document_version_id,
-                force,
-            },
-            max_attempts: JobType::AnalyzeDocument.max_attempts(configured_attempts),
+            payload,
+            max_attempts: J::RETRY.max_attempts(configured_attempts),
             request_id,
         }
     }
-}
 
-impl<P: Serialize> NewJob<P> {
+    /// The same job with another attempt budget (the benchmark and the fault suite).
+    pub fn with_max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    pub fn tenant_id(&self) -> Uuid {
+        self.tenant_id
+    }
+
+    pub fn document_id(&self) -> Option<Uuid> {
+        self.payload.document_id()
+    }
+
+    pub fn payload(&self) -> &J {
+        &self.payload
+    }
+
+    pub fn max_attempts(&self) -> i32 {
+        self.max_attempts
+    }
+
     /// The job's payload and the message of the outbox event `event_id` announcing it.
     pub(crate) fn to_json(
         &self,
@@ -118,8 +128,7 @@ impl<P: Serialize> NewJob<P> {
     ) -> Result<(serde_json::Value, serde_json::Value), DbError> {
         let payload = serde_json::to_value(&self.payload)
             .map_err(|error| DbError::Build(format!("payload does not serialize: {error}")))?;
-        let mut message =
-            EventMessage::new(event_id, job_id, self.tenant_id, self.job_type.as_str());
+        let mut message = EventMessage::new(event_id, job_id, self.tenant_id, J::JOB_TYPE);
         message.request_id = self.request_id.clone();
         let message = serde_json::to_value(&message)
             .map_err(|error| DbError::Build(format!("message does not serialize: {error}")))?;
@@ -140,9 +149,9 @@ pub struct Enqueued {
 /// Never touches Redis.
 /// `None` when an equivalent job is already active (at most one active analyze job per
 /// document version: the partial unique index decides, race-free).
-pub async fn enqueue<P: Serialize>(
+pub async fn enqueue<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
-    job: &NewJob<P>,
+    job: &NewJob<J>,
 ) -> Result<Option<Enqueued>, DbError> {
     let enqueued = enqueue_many(conn, std::slice::from_ref(job)).await?;
     Ok(enqueued.into_iter().next().flatten())
@@ -179,9 +188,9 @@ struct EnqueuedRow {
 /// [`enqueue`] for many jobs in ONE statement (one round trip, one WAL flush when it
 /// commits on its own): the answer for each job, in input order. A job whose
 /// equivalent is active — in the table or earlier in the same batch — is `None`.
-pub async fn enqueue_many<P: Serialize>(
+pub async fn enqueue_many<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
-    jobs: &[NewJob<P>],
+    jobs: &[NewJob<J>],
 ) -> Result<Vec<Option<Enqueued>>, DbError> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -199,8 +208,8 @@ pub async fn enqueue_many<P: Serialize>(
         messages.push(message);
     }
     let tenant_ids: Vec<Uuid> = jobs.iter().map(|job| job.tenant_id).collect();
-    let document_ids: Vec<Option<Uuid>> = jobs.iter().map(|job| job.document_id).collect();
-    let job_types: Vec<&str> = jobs.iter().map(|job| job.job_type.as_str()).collect();
+    let document_ids: Vec<Option<Uuid>> = jobs.iter().map(NewJob::document_id).collect();
+    let job_types: Vec<&str> = vec![J::JOB_TYPE; jobs.len()];
     let max_attempts: Vec<i32> = jobs.iter().map(|job| job.max_attempts).collect();
     let inserted = diesel::sql_query(concat!(
         "WITH i AS ( \
@@ -227,9 +236,9 @@ pub async fn enqueue_many<P: Serialize>(
     Ok(jobs
         .iter()
         .zip(job_ids.into_iter().zip(event_ids))
-        .map(|(job, (job_id, event_id))| {
+        .map(|(_, (job_id, event_id))| {
             inserted.contains(&job_id).then(|| {
-                metrics::counter!(crate::metrics::JOBS_ENQUEUED, "type" => job.job_type.as_str())
+                metrics::counter!(crate::metrics::JOBS_ENQUEUED, "type" => J::JOB_TYPE)
                     .increment(1);
                 Enqueued { job_id, event_id }
             })
@@ -240,30 +249,25 @@ pub async fn enqueue_many<P: Serialize>(
 /// Enqueues `job`, or — when the partial unique indexes say an equivalent job is
 /// already `QUEUED` or `RUNNING` (one analysis per document version, one purge per
 /// document) — returns that job instead. Race-free: the index decides, not a read first.
-pub async fn enqueue_or_active<P: Serialize>(
+/// "Equivalent" is the type's [`BackgroundJob::identity`]: the active job's payload
+/// contains it.
+pub async fn enqueue_or_active<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
-    job: &NewJob<P>,
+    job: &NewJob<J>,
 ) -> Result<Option<Job>, DbError> {
     if let Some(enqueued) = enqueue(conn, job).await? {
         return find_job(conn, enqueued.job_id).await;
     }
-    let payload = serde_json::to_value(&job.payload)
-        .map_err(|error| DbError::Build(format!("payload does not serialize: {error}")))?;
-    let version = payload
-        .get("document_version_id")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned);
     Ok(diesel::sql_query(
         "SELECT * FROM processing_jobs \
          WHERE tenant_id = $1 AND job_type = $2 AND document_id IS NOT DISTINCT FROM $3 \
-           AND payload ->> 'document_version_id' IS NOT DISTINCT FROM $4 \
-           AND status IN ('QUEUED', 'RUNNING') \
+           AND payload @> $4 AND status IN ('QUEUED', 'RUNNING') \
          LIMIT 1",
     )
     .bind::<SqlUuid, _>(job.tenant_id)
-    .bind::<Text, _>(job.job_type.as_str())
-    .bind::<Nullable<SqlUuid>, _>(job.document_id)
-    .bind::<Nullable<Text>, _>(version)
+    .bind::<Text, _>(J::JOB_TYPE)
+    .bind::<Nullable<SqlUuid>, _>(job.document_id())
+    .bind::<Jsonb, _>(job.payload.identity())
     .get_result::<Job>(conn)
     .await
     .optional()?)
@@ -631,7 +635,7 @@ pub async fn cancel_queued_document_jobs(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     document_id: Uuid,
-    job_type: JobType,
+    job_type: &str,
     safe_message: &str,
 ) -> Result<usize, DbError> {
     let cancelled = diesel::sql_query(
@@ -649,7 +653,7 @@ pub async fn cancel_queued_document_jobs(
     )
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(document_id)
-    .bind::<Text, _>(job_type.as_str())
+    .bind::<Text, _>(job_type)
     .bind::<Text, _>(bounded(safe_message))
     .get_result::<Count>(conn)
     .await?;

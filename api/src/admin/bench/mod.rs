@@ -26,12 +26,12 @@ use clap::{Args, ValueEnum};
 use diesel::QueryableByName;
 use diesel::sql_types::{Array, BigInt, Double, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use quire_shared::catalogue::{JobType, VerifyDocumentPayload};
 use quire_shared::config::Settings;
 use quire_shared::db::documents::NewDocument;
 use quire_shared::db::intake::{self, NewIntake};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::{DbError, PgPool, members, tenants};
+use quire_shared::jobs::{BackgroundJob, BenchNoop, VerifyDocument};
 use quire_shared::permissions::MemberSpec;
 use quire_shared::states::TenantStatus;
 use quire_shared::storage::{LocalStore, ObjectStore, StorageKey, put_digested};
@@ -302,7 +302,7 @@ struct Remaining {
 async fn remaining(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
-    job_type: JobType,
+    job_type: &str,
 ) -> Result<i64, DbError> {
     Ok(diesel::sql_query(
         "SELECT (SELECT count(*) FROM processing_jobs \
@@ -311,7 +311,7 @@ async fn remaining(
                  WHERE status = 'RUNNING' AND job_type = $2 AND tenant_id = $1) AS remaining",
     )
     .bind::<SqlUuid, _>(tenant_id)
-    .bind::<Text, _>(job_type.as_str())
+    .bind::<Text, _>(job_type)
     .get_result::<Remaining>(conn)
     .await?
     .remaining)
@@ -346,10 +346,10 @@ struct Bench {
 }
 
 impl Bench {
-    fn job_type(&self) -> JobType {
+    fn job_type(&self) -> &'static str {
         match self.workload {
-            Workload::Noop => JobType::BenchNoop,
-            Workload::Integrity => JobType::VerifyDocument,
+            Workload::Noop => BenchNoop::JOB_TYPE,
+            Workload::Integrity => VerifyDocument::JOB_TYPE,
         }
     }
 
@@ -398,14 +398,7 @@ impl Bench {
         let job_ids: Vec<Uuid> = match self.workload {
             Workload::Noop => {
                 let jobs: Vec<_> = range
-                    .map(|_| NewJob {
-                        tenant_id,
-                        document_id: None,
-                        job_type: self.job_type(),
-                        payload: json!({}),
-                        max_attempts: 3,
-                        request_id: None,
-                    })
+                    .map(|_| NewJob::new(tenant_id, BenchNoop {}, 3, None))
                     .collect();
                 jobs::enqueue_many(conn, &jobs)
                     .await?
@@ -425,17 +418,15 @@ impl Bench {
                     .iter()
                     .map(|document| NewIntake {
                         document: document.clone(),
-                        job: NewJob {
+                        job: NewJob::new(
                             tenant_id,
-                            document_id: Some(document.id),
-                            job_type: self.job_type(),
-                            payload: VerifyDocumentPayload {
+                            VerifyDocument {
                                 document_id: document.id,
                                 document_version_id: document.version_id,
                             },
-                            max_attempts: 3,
-                            request_id: None,
-                        },
+                            3,
+                            None,
+                        ),
                     })
                     .collect();
                 intake::record(conn, &intakes)

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use deadpool_redis::redis;
 use quire_shared::broker::queue_key;
-use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::db::jobs;
+use quire_shared::jobs::FaultTest;
 use quire_shared::test_support::{TestContext, eventually};
 
 use super::one_at_a_time;
@@ -24,7 +24,7 @@ async fn cancelled_jobs_never_start_and_running_ones_stop() {
     let running = stack
         .enqueue(
             20,
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 120_000,
                 abort: false,
                 transient_failures: 0,
@@ -37,7 +37,7 @@ async fn cancelled_jobs_never_start_and_running_ones_stop() {
     })
     .await;
     // Every slot is busy: these wait, published, in Redis.
-    let queued = stack.enqueue(200, FaultTestPayload::default(), 5).await;
+    let queued = stack.enqueue(200, FaultTest::default(), 5).await;
     let key = queue_key(&stack.context.namespace, "fault-test");
     let client = redis::Client::open(stack.context.settings.redis.url.expose()).expect("client");
     let redis_conn = client

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::jobs::FaultTest;
 use quire_shared::test_support::TestContext;
 
 use super::oracle::{assert_exactly_once, tally, wait_all_finished};
@@ -22,7 +22,7 @@ async fn a_dispatcher_dying_after_its_push_never_runs_an_effect_twice() {
     let ids = stack
         .enqueue(
             5 * crashes_wanted,
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 10,
                 abort: false,
                 transient_failures: 0,

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::db::jobs;
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
 use quire_shared::test_support::{TestContext, eventually};
 
@@ -27,7 +27,7 @@ async fn sigterm_finishes_short_jobs_and_requeues_long_ones_at_the_deadline() {
     let short = stack
         .enqueue(
             4,
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 1_000,
                 abort: false,
                 transient_failures: 0,
@@ -38,7 +38,7 @@ async fn sigterm_finishes_short_jobs_and_requeues_long_ones_at_the_deadline() {
     let long = stack
         .enqueue(
             4,
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 60_000,
                 abort: false,
                 transient_failures: 0,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::jobs::FaultTest;
 use quire_shared::test_support::TestContext;
 
 use super::oracle::{assert_exactly_once, finished, tally, wait_all_finished};
@@ -20,7 +20,7 @@ async fn killing_workers_mid_run_loses_and_duplicates_nothing() {
     let ids = stack
         .enqueue(
             count,
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 100,
                 abort: false,
                 transient_failures: 0,

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::db::jobs;
+use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
 use quire_shared::test_support::TestContext;
 
@@ -20,7 +20,7 @@ async fn a_poison_pill_ends_failed_after_its_attempts_and_harms_nothing_else() {
     let poison = stack
         .enqueue(
             1,
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 0,
                 abort: true,
                 transient_failures: 0,
@@ -31,7 +31,7 @@ async fn a_poison_pill_ends_failed_after_its_attempts_and_harms_nothing_else() {
     let others = stack
         .enqueue(
             200 * scale(),
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 50,
                 abort: false,
                 transient_failures: 0,

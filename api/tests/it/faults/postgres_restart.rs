@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::jobs::FaultTest;
 use quire_shared::test_support::{
     PostgresServer, TestContext, TestDatabase, eventually, shared_redis_url,
 };
@@ -22,7 +22,7 @@ async fn the_api_answers_503_while_postgres_is_down_and_nothing_is_lost() {
     let ids = stack
         .enqueue(
             500 * scale(),
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 50,
                 abort: false,
                 transient_failures: 0,

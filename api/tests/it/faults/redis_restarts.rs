@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use deadpool_redis::redis;
-use quire_shared::catalogue::FaultTestPayload;
+use quire_shared::jobs::FaultTest;
 use quire_shared::test_support::{RedisServer, TestContext, eventually};
 
 use super::oracle::{assert_exactly_once, finished, tally, wait_all_finished};
@@ -20,7 +20,7 @@ async fn redis_restarting_empty_mid_run_loses_nothing() {
     let ids = stack
         .enqueue(
             count,
-            FaultTestPayload {
+            FaultTest {
                 work_ms: 50,
                 abort: false,
                 transient_failures: 0,

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use quire_shared::catalogue::FaultTestPayload;
 use quire_shared::config::workspace_config_dir;
 use quire_shared::db::PgPool;
+use quire_shared::jobs::FaultTest;
 use quire_shared::test_support::{TestContext, eventually};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
@@ -180,12 +180,7 @@ impl Stack {
             .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
     }
 
-    pub async fn enqueue(
-        &self,
-        count: usize,
-        payload: FaultTestPayload,
-        max_attempts: i32,
-    ) -> Vec<Uuid> {
+    pub async fn enqueue(&self, count: usize, payload: FaultTest, max_attempts: i32) -> Vec<Uuid> {
         enqueue_fault_jobs(&self.pool, self.tenant_id, count, payload, max_attempts).await
     }
 }

@@ -4,25 +4,32 @@
 //! be analyzed. Assets are keyed by version and kind and upserted, so a re-run after a
 //! crash produces the same result; every write is fenced by the job's claim.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
-use quire_shared::catalogue::{AnalyzeDocumentPayload, JobType};
-use quire_shared::db::DbError;
-use quire_shared::db::analysis::{self, Findings};
-use quire_shared::db::assets::{self, AssetKind, NewAsset};
-use quire_shared::db::documents::DocumentVersion;
-use quire_shared::db::jobs::{Fence, Job};
-use quire_shared::storage::{Digested, StorageKey, put_digested};
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-use super::guards::{self, database_unavailable};
-use super::{JobHandler, integrity};
 use crate::analysis::{Analysis, AnalysisError, Analyzer};
-use crate::context::WorkerContext;
-use crate::outcome::JobError;
+use crate::db::DbError;
+use crate::db::analysis::{self, Findings};
+use crate::db::assets::{self, AssetKind, NewAsset};
+use crate::db::documents::DocumentVersion;
+use crate::db::jobs::{Fence, Job};
+use crate::integrity;
+use crate::jobs::{BackgroundJob, Description, JobContext, JobError};
+use crate::states::TenantStatus;
+use crate::storage::{Digested, StorageKey, put_digested};
 
+/// Payload of `analyze-document`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AnalyzeDocument {
-    pub analyzer: Analyzer,
+    pub document_id: Uuid,
+    pub document_version_id: Uuid,
+    pub force: bool,
 }
 
 fn analysis_error(error: AnalysisError) -> JobError {
@@ -36,7 +43,7 @@ fn analysis_error(error: AnalysisError) -> JobError {
 
 /// Stores one asset's bytes under its version-and-kind key.
 async fn store_asset(
-    context: &WorkerContext,
+    context: &JobContext,
     version: &DocumentVersion,
     kind: AssetKind,
     bytes: Vec<u8>,
@@ -45,13 +52,7 @@ async fn store_asset(
     let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
     let digest = put_digested(context.store.as_ref(), &key, Box::pin(body), u64::MAX)
         .await
-        .map_err(|error| {
-            JobError::transient(
-                "storage_unavailable",
-                "the document storage is unavailable",
-                error,
-            )
-        })?;
+        .map_err(JobError::storage_unavailable)?;
     Ok((key, digest))
 }
 
@@ -102,35 +103,55 @@ async fn index(
 }
 
 #[async_trait]
-impl JobHandler for AnalyzeDocument {
-    fn job_type(&self) -> JobType {
-        JobType::AnalyzeDocument
+impl BackgroundJob for AnalyzeDocument {
+    const JOB_TYPE: &'static str = "analyze-document";
+    const DESCRIPTION: Description = Description {
+        payload: &[
+            ("document_id", "uuid"),
+            ("document_version_id", "uuid"),
+            ("force", "boolean"),
+        ],
+        enqueued_by: "upload, bulk re-analyze, metadata edit",
+        work: "verify integrity, thumbnails, text and OCR, issued-at date, search index",
+    };
+    const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);
+    const TIME_LIMIT: Duration = Duration::from_secs(600);
+    const OWNS_DOCUMENT_STATUS: bool = true;
+    const WRITES_ON_SUCCESS: bool = true;
+
+    fn document_id(&self) -> Option<Uuid> {
+        Some(self.document_id)
+    }
+
+    /// One active analysis per document version (the partial unique index says so too).
+    fn identity(&self) -> serde_json::Value {
+        serde_json::json!({ "document_version_id": self.document_version_id })
     }
 
     async fn run(
         &self,
-        context: &WorkerContext,
+        context: &JobContext,
         job: &Job,
         cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let payload: AnalyzeDocumentPayload = guards::payload(job)?;
+        let payload = self;
         let fence = job.fence().ok_or(JobError::permanent(
             "job_not_claimed",
             "the job is not claimed",
         ))?;
         let version = integrity::load_version(
-            context,
+            &context.pool,
             job.tenant_id,
             payload.document_id,
             payload.document_version_id,
         )
         .await?;
         {
-            let mut conn = context.pool.get().await.map_err(database_unavailable)?;
+            let mut conn = context.pool.get().await.map_err(JobError::database_unavailable)?;
             let started =
                 analysis::start_processing(&mut conn, &fence, job.tenant_id, payload.document_id)
                     .await
-                    .map_err(database_unavailable)?;
+                    .map_err(JobError::database_unavailable)?;
             if !started {
                 return Err(JobError::permanent(
                     "document_missing",
@@ -151,8 +172,7 @@ impl JobHandler for AnalyzeDocument {
         if cancelled.is_cancelled() {
             return Ok(());
         }
-        let found = self
-            .analyzer
+        let found = Analyzer::new(context.settings.analysis.clone())
             .analyze(&source, &version.content_type, work.path())
             .await
             .map_err(analysis_error)?;
@@ -178,10 +198,10 @@ impl JobHandler for AnalyzeDocument {
             (AssetKind::Thumbnail, thumbnail_key, thumbnail, "image/png"),
             (AssetKind::Text, text_key, text, "text/plain; charset=utf-8"),
         ];
-        let mut conn = context.pool.get().await.map_err(database_unavailable)?;
+        let mut conn = context.pool.get().await.map_err(JobError::database_unavailable)?;
         let indexed = index(&mut conn, &fence, &version, &found, &stored)
             .await
-            .map_err(database_unavailable)?;
+            .map_err(JobError::database_unavailable)?;
         if !indexed {
             // The job moved on without this worker; its finish will be fenced off too.
             tracing::warn!("analysis results not recorded: the claim no longer holds");
@@ -189,19 +209,17 @@ impl JobHandler for AnalyzeDocument {
         Ok(())
     }
 
-    fn writes_on_success(&self) -> bool {
-        true
-    }
-
-    async fn commit_success(&self, conn: &mut AsyncPgConnection, job: &Job) -> Result<(), DbError> {
-        let Ok(payload) = guards::payload::<AnalyzeDocumentPayload>(job) else {
-            return Ok(());
-        };
+    async fn commit_success(
+        &self,
+        _context: &JobContext,
+        conn: &mut AsyncPgConnection,
+        job: &Job,
+    ) -> Result<(), DbError> {
         analysis::mark_ready(
             conn,
             job.tenant_id,
-            payload.document_id,
-            payload.document_version_id,
+            self.document_id,
+            self.document_version_id,
         )
         .await?;
         Ok(())

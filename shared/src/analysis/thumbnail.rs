@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use quire_shared::config::AnalysisSettings;
+use crate::config::AnalysisSettings;
 
 use super::{AnalysisError, Analyzer, MIB, pdf_tool_error, tools};
 
@@ -86,7 +86,7 @@ mod tests {
     use super::*;
 
     fn settings() -> AnalysisSettings {
-        quire_shared::test_support::test_settings(&[]).analysis
+        crate::test_support::test_settings(&[]).analysis
     }
 
     fn png(width: u32, height: u32) -> Vec<u8> {

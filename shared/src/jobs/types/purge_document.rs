@@ -3,20 +3,26 @@
 //! interleave; a re-run after a crash finds less to do and finishes (idempotent). The
 //! job's own row survives as the audit record.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use diesel_async::AsyncConnection;
-use quire_shared::catalogue::{JobType, PurgeDocumentPayload};
-use quire_shared::db::jobs::Job;
-use quire_shared::db::{DbError, documents};
-use quire_shared::storage::{StorageError, StorageKey};
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-use super::JobHandler;
-use super::guards::{self, database_unavailable};
-use crate::context::WorkerContext;
-use crate::outcome::JobError;
+use crate::db::jobs::Job;
+use crate::db::{DbError, documents};
+use crate::jobs::{BackgroundJob, Description, JobContext, JobError};
+use crate::states::TenantStatus;
+use crate::storage::{StorageError, StorageKey};
 
-pub struct PurgeDocument;
+/// Payload of `purge-document`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeDocument {
+    pub document_id: Uuid,
+}
 
 enum Purge {
     Done,
@@ -38,20 +44,32 @@ impl From<diesel::result::Error> for PurgeError {
 }
 
 #[async_trait]
-impl JobHandler for PurgeDocument {
-    fn job_type(&self) -> JobType {
-        JobType::PurgeDocument
+impl BackgroundJob for PurgeDocument {
+    const JOB_TYPE: &'static str = "purge-document";
+    const DESCRIPTION: Description = Description {
+        payload: &[("document_id", "uuid")],
+        enqueued_by: "DELETE of a trashed document",
+        work: "remove every version and asset object, then the rows",
+    };
+    const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);
+    const TIME_LIMIT: Duration = Duration::from_secs(300);
+
+    fn document_id(&self) -> Option<Uuid> {
+        Some(self.document_id)
     }
 
     async fn run(
         &self,
-        context: &WorkerContext,
+        context: &JobContext,
         job: &Job,
         _cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let payload: PurgeDocumentPayload = guards::payload(job)?;
-        let (tenant_id, document_id) = (job.tenant_id, payload.document_id);
-        let mut conn = context.pool.get().await.map_err(database_unavailable)?;
+        let (tenant_id, document_id) = (job.tenant_id, self.document_id);
+        let mut conn = context
+            .pool
+            .get()
+            .await
+            .map_err(JobError::database_unavailable)?;
         let store = context.store.as_ref();
         let purged = conn
             .transaction::<_, PurgeError, _>(async |conn| {
@@ -79,12 +97,8 @@ impl JobHandler for PurgeDocument {
                 "document_restored",
                 "the document was restored before the purge ran",
             )),
-            Err(PurgeError::Db(error)) => Err(database_unavailable(error)),
-            Err(PurgeError::Storage(error)) => Err(JobError::transient(
-                "storage_unavailable",
-                "the document storage is unavailable",
-                error,
-            )),
+            Err(PurgeError::Db(error)) => Err(JobError::database_unavailable(error)),
+            Err(PurgeError::Storage(error)) => Err(JobError::storage_unavailable(error)),
         }
     }
 }

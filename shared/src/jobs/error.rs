@@ -50,6 +50,20 @@ impl JobError {
         }
     }
 
+    /// The database failed under a handler: worth another attempt.
+    pub fn database_unavailable(error: impl Into<anyhow::Error>) -> Self {
+        Self::transient("database_unavailable", "the database is unavailable", error)
+    }
+
+    /// The object store failed under a handler: worth another attempt.
+    pub fn storage_unavailable(error: impl Into<anyhow::Error>) -> Self {
+        Self::transient(
+            "storage_unavailable",
+            "the document storage is unavailable",
+            error,
+        )
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             Self::Permanent { code, .. } | Self::Transient { code, .. } => code,

@@ -34,14 +34,14 @@ pub async fn run(
         let busy = total.saturating_sub(slots.available_permits());
         metrics::gauge!(quire_shared::metrics::WORKER_SLOTS_BUSY).set(busy as f64);
         let report = WorkerReport {
-            id: &context.worker_id,
+            id: context.worker_id(),
             host: &host,
             pid,
             slots: total_slots,
             busy: i32::try_from(busy).unwrap_or(i32::MAX),
             queues: &queues,
         };
-        match context.pool.get().await {
+        match context.pool().get().await {
             Ok(mut conn) => {
                 if let Err(error) = workers::report(&mut conn, &report).await {
                     tracing::debug!(%error, "could not report this worker as alive");
@@ -58,7 +58,7 @@ pub async fn run(
 
 /// Removes this worker's row after it stopped.
 pub async fn forget(context: &WorkerContext) {
-    if let Ok(mut conn) = context.pool.get().await {
-        let _ = workers::remove(&mut conn, &context.worker_id).await;
+    if let Ok(mut conn) = context.pool().get().await {
+        let _ = workers::remove(&mut conn, context.worker_id()).await;
     }
 }

@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use quire_shared::config::DateOrder;
+use crate::config::DateOrder;
 use regex::Regex;
 use time::{Date, Month};
 

@@ -14,7 +14,7 @@ pub mod tools;
 use std::path::Path;
 use std::time::Duration;
 
-use quire_shared::config::AnalysisSettings;
+use crate::config::AnalysisSettings;
 use time::{Date, OffsetDateTime};
 
 use tools::{ToolError, ToolLimits};

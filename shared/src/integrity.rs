@@ -1,25 +1,24 @@
 //! The integrity check: stream the stored object and compare its size and SHA-256 with
 //! what the upload recorded.
 
-use quire_shared::db::documents::{self, DocumentVersion};
-use quire_shared::storage::{ObjectStore, StorageError, StorageKey};
 use uuid::Uuid;
 
-use super::guards::database_unavailable;
-use crate::context::WorkerContext;
-use crate::outcome::JobError;
+use crate::db::PgPool;
+use crate::db::documents::{self, DocumentVersion};
+use crate::jobs::JobError;
+use crate::storage::{ObjectStore, StorageError, StorageKey};
 
 /// The version a job names, in the job's tenant; a missing one fails the job for good.
 pub async fn load_version(
-    context: &WorkerContext,
+    pool: &PgPool,
     tenant_id: Uuid,
     document_id: Uuid,
     version_id: Uuid,
 ) -> Result<DocumentVersion, JobError> {
-    let mut conn = context.pool.get().await.map_err(database_unavailable)?;
+    let mut conn = pool.get().await.map_err(JobError::database_unavailable)?;
     documents::find_version(&mut conn, tenant_id, document_id, version_id)
         .await
-        .map_err(database_unavailable)?
+        .map_err(JobError::database_unavailable)?
         .ok_or(JobError::permanent(
             "document_missing",
             "the document version no longer exists",
@@ -39,11 +38,7 @@ fn storage_failure(error: StorageError) -> JobError {
         StorageError::NotFound => {
             JobError::document_failed("source_missing", "the stored file is missing")
         }
-        error => JobError::transient(
-            "storage_unavailable",
-            "the document storage is unavailable",
-            error,
-        ),
+        error => JobError::storage_unavailable(error),
     }
 }
 

@@ -8,31 +8,46 @@ use std::time::Duration;
 use async_trait::async_trait;
 use diesel::sql_types::{Int4, Text, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use quire_shared::catalogue::{FaultTestPayload, JobType};
-use quire_shared::db::DbError;
-use quire_shared::db::jobs::Job;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::JobHandler;
-use super::guards;
-use crate::context::WorkerContext;
-use crate::outcome::JobError;
+use crate::db::DbError;
+use crate::db::jobs::Job;
+use crate::jobs::{BackgroundJob, Description, JobContext, JobError};
+use crate::states::TenantStatus;
 
-pub struct FaultTest;
+/// Payload of the fault suite's `fault-test` job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultTest {
+    /// How long the handler works, in steps of at most 100 ms.
+    pub work_ms: u64,
+    /// Abort the whole worker process mid-run (a poison pill).
+    pub abort: bool,
+    /// Fail transiently on this many first attempts, then succeed.
+    #[serde(default)]
+    pub transient_failures: i32,
+}
 
 #[async_trait]
-impl JobHandler for FaultTest {
-    fn job_type(&self) -> JobType {
-        JobType::FaultTest
-    }
+impl BackgroundJob for FaultTest {
+    const JOB_TYPE: &'static str = "fault-test";
+    const DESCRIPTION: Description = Description {
+        payload: &[("work_ms", "integer"), ("abort", "boolean")],
+        enqueued_by: "the fault suite",
+        work: "test oracle",
+    };
+    const TENANT_GUARD: Option<TenantStatus> = None;
+    const TIME_LIMIT: Duration = Duration::from_secs(300);
+    const PUBLIC: bool = false;
+    const WRITES_ON_SUCCESS: bool = true;
 
     async fn run(
         &self,
-        context: &WorkerContext,
+        context: &JobContext,
         job: &Job,
         cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let payload: FaultTestPayload = guards::payload(job)?;
+        let payload = self;
         let unavailable = |error: DbError| {
             JobError::transient("database_unavailable", "the database is unavailable", error)
         };
@@ -76,11 +91,12 @@ impl JobHandler for FaultTest {
         Ok(())
     }
 
-    fn writes_on_success(&self) -> bool {
-        true
-    }
-
-    async fn commit_success(&self, conn: &mut AsyncPgConnection, job: &Job) -> Result<(), DbError> {
+    async fn commit_success(
+        &self,
+        _context: &JobContext,
+        conn: &mut AsyncPgConnection,
+        job: &Job,
+    ) -> Result<(), DbError> {
         diesel::sql_query(
             "INSERT INTO fault_effects (job_id) VALUES ($1) \
              ON CONFLICT (job_id) DO UPDATE SET duplicates = fault_effects.duplicates + 1",

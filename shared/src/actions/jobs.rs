@@ -1,0 +1,160 @@
+//! The two actions on a job: retry a `FAILED` one, cancel an active one. The API's retry
+//! route, the dashboard's buttons and `quire-admin jobs retry|cancel` all call these,
+//! so the rules below (docs/decisions.md, "Retry and cancel") hold for every caller.
+
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use uuid::Uuid;
+
+use super::ActionError;
+use crate::db::jobs::{self, Job};
+use crate::db::{DbError, documents};
+use crate::jobs::{JobSpec, catalogue, find};
+
+/// The safe message of a job an operator cancelled (dashboard and CLI alike).
+pub const CANCELLED_BY_OPERATOR: &str = "cancelled by an operator";
+
+/// Which jobs the caller may act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobScope {
+    /// A member: only the jobs of this document of this tenant (anything else is
+    /// `NotFound`, exactly like a missing job).
+    Document { tenant_id: Uuid, document_id: Uuid },
+    /// An operator: any job.
+    Any,
+}
+
+/// The job, if the scope lets the caller see it.
+async fn find_in_scope(
+    conn: &mut AsyncPgConnection,
+    scope: JobScope,
+    job_id: Uuid,
+) -> Result<Job, ActionError> {
+    let job = match scope {
+        JobScope::Document {
+            tenant_id,
+            document_id,
+        } => {
+            // A trashed (or missing) document hides its jobs from its members.
+            documents::find_document(conn, tenant_id, document_id)
+                .await?
+                .ok_or(ActionError::NotFound)?;
+            jobs::find_document_job(conn, tenant_id, document_id, job_id).await?
+        }
+        JobScope::Any => jobs::find_job(conn, job_id).await?,
+    };
+    job.ok_or(ActionError::NotFound)
+}
+
+/// The job types whose outcome is their document's status.
+fn status_owners() -> Vec<&'static str> {
+    catalogue()
+        .filter(|spec| spec.owns_document_status)
+        .map(|spec| spec.job_type)
+        .collect()
+}
+
+fn owns_document_status(job: &Job) -> bool {
+    find(&job.job_type).is_some_and(|job_type| job_type.spec().owns_document_status)
+}
+
+/// `FAILED → QUEUED` with a new outbox event due now. The rule, for every caller:
+/// - only a `FAILED` job (`job_not_failed`, with its current status, otherwise);
+/// - it gets its type's attempt budget again (`max_attempts = attempts + budget`, the
+///   budget being `jobs.max_attempts`, or 3 for short-lived types);
+/// - a job whose outcome is its document's status puts a `FAILED` document back to
+///   `PENDING` in the same transaction;
+/// - when an equivalent job is active already (the partial unique indexes), nothing
+///   changes and the answer is `job_already_active`.
+pub async fn retry(
+    conn: &mut AsyncPgConnection,
+    scope: JobScope,
+    job_id: Uuid,
+    configured_attempts: i32,
+) -> Result<Job, ActionError> {
+    let job = find_in_scope(conn, scope, job_id).await?;
+    let budget = find(&job.job_type)
+        .map(|job_type| job_type.spec())
+        .map_or(configured_attempts, |spec: JobSpec| {
+            spec.max_attempts(configured_attempts)
+        });
+    let retried = conn
+        .transaction::<_, DbError, _>(async |conn| {
+            if !jobs::retry_failed_job(conn, job.tenant_id, job.document_id, job.id, budget).await?
+            {
+                return Ok(false);
+            }
+            if let (true, Some(document_id)) = (owns_document_status(&job), job.document_id) {
+                documents::mark_document_pending(conn, job.tenant_id, document_id).await?;
+            }
+            Ok(true)
+        })
+        .await;
+    match retried {
+        Ok(true) => {}
+        Ok(false) => {
+            let now = jobs::find_job(conn, job.id)
+                .await?
+                .ok_or(ActionError::NotFound)?;
+            return Err(ActionError::Conflict {
+                code: "job_not_failed",
+                detail: format!(
+                    "only a FAILED job can be retried; this one is {}",
+                    now.status
+                ),
+                current_status: Some(now.status.as_str().to_owned()),
+            });
+        }
+        Err(error) if error.is_unique_violation() => {
+            return Err(ActionError::conflict(
+                "job_already_active",
+                "another job for this document version is queued or running",
+            ));
+        }
+        Err(error) => return Err(error.into()),
+    }
+    tracing::info!(job_id = %job.id, tenant_id = %job.tenant_id, "failed job queued again");
+    jobs::find_job(conn, job.id)
+        .await?
+        .ok_or(ActionError::NotFound)
+}
+
+/// `QUEUED | RUNNING → CANCELLED`, its undelivered events too; a running handler stops at
+/// its next heartbeat. A live document whose analysis this was, and that has no other
+/// analysis queued or running, settles at once (`READY` when it was analyzed before,
+/// `FAILED` otherwise): it never stays `PENDING` or `PROCESSING` for ever. Anything but
+/// an active job answers `job_not_active` with its current status.
+pub async fn cancel(
+    conn: &mut AsyncPgConnection,
+    scope: JobScope,
+    job_id: Uuid,
+    safe_message: &str,
+) -> Result<Job, ActionError> {
+    let job = find_in_scope(conn, scope, job_id).await?;
+    let owners = status_owners();
+    let cancelled = conn
+        .transaction::<_, DbError, _>(async |conn| {
+            if jobs::cancel_jobs(conn, &[job.id], safe_message).await? == 0 {
+                return Ok(false);
+            }
+            if let (true, Some(document_id)) = (owns_document_status(&job), job.document_id) {
+                documents::settle_after_cancel(conn, job.tenant_id, document_id, &owners).await?;
+            }
+            Ok(true)
+        })
+        .await?;
+    let now = jobs::find_job(conn, job.id)
+        .await?
+        .ok_or(ActionError::NotFound)?;
+    if !cancelled {
+        return Err(ActionError::Conflict {
+            code: "job_not_active",
+            detail: format!(
+                "only a QUEUED or RUNNING job can be cancelled; this one is {}",
+                now.status
+            ),
+            current_status: Some(now.status.as_str().to_owned()),
+        });
+    }
+    tracing::info!(job_id = %job.id, tenant_id = %job.tenant_id, "job cancelled");
+    Ok(now)
+}

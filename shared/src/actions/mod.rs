@@ -1,0 +1,65 @@
+//! Every action a user or operator can take, once. The HTTP routes, the `/ops`
+//! dashboard and `quire-admin` call these functions and only translate their answers
+//! (problem+json, a notice, a line on stdout), so the rules of an action — what it
+//! checks, what it writes, in which transaction — live here and nowhere else.
+//!
+//! Each action takes a connection (or the pool and store it needs) and returns its
+//! rows or an [`ActionError`] that says why it was refused, in words safe for a client.
+
+pub mod documents;
+pub mod jobs;
+pub mod tenants;
+
+use crate::db::DbError;
+use crate::signing::ProofError;
+use crate::states::TenantStatus;
+
+/// Why an action was refused (or failed). Every variant but `Db` is the caller's to
+/// show; `Db` is internal and shows as "unavailable".
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// No such row in the caller's scope (a row of another tenant is missing too).
+    #[error("not found")]
+    NotFound,
+    /// The row is not in a state that allows the action.
+    #[error("{detail}")]
+    Conflict {
+        code: &'static str,
+        detail: String,
+        /// The state the row is in, when the caller should see it.
+        current_status: Option<String>,
+    },
+    /// The request itself is not acceptable.
+    #[error("{detail}")]
+    Invalid { code: &'static str, detail: String },
+    #[error("a tenant with this name exists already")]
+    TenantNameTaken,
+    #[error("the request names another tenant")]
+    TenantNameMismatch,
+    #[error("the tenant is {0}; this needs another state")]
+    TenantState(TenantStatus),
+    #[error("a lifecycle job of this tenant is queued or running already")]
+    TenantJobActive,
+    #[error("the nonce was used before")]
+    NonceReplayed,
+    #[error(transparent)]
+    Proof(#[from] ProofError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<diesel::result::Error> for ActionError {
+    fn from(error: diesel::result::Error) -> Self {
+        Self::Db(error.into())
+    }
+}
+
+impl ActionError {
+    pub(crate) fn conflict(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::Conflict {
+            code,
+            detail: detail.into(),
+            current_status: None,
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! `delete-tenant`: checks the signed request again (constant-time signature, flags,
+//! tenant name and state, age, single-use nonce), then wipes the tenant: its other jobs,
+//! every stored object, its search index and its rows; finally, with the job's success,
+//! removes the tenant or leaves it in the requested state with an empty index.
+//!
+//! Order matters for a re-run after a crash: objects go before the rows that name them,
+//! so a crash never leaves an object nothing points at; every step is idempotent, and the
+//! nonce is bound to this job, so its own retry may proceed where any other job may not.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::jobs::Job;
+use crate::db::{DbError, nonces, search_indexes, tenant_data, tenants};
+use crate::jobs::{BackgroundJob, Description, JobContext, JobError, RetryClass};
+use crate::secret::Secret;
+use crate::signing::{DeletionAction, TenantDeletionRequest};
+use crate::states::TenantStatus;
+use crate::storage::StorageKey;
+use crate::actions::tenants::DELETION_NONCE_PURPOSE;
+
+/// Payload of `delete-tenant`: the signed request as the operator sent it.
+pub type DeleteTenant = TenantDeletionRequest;
+
+/// Every check of the request; nothing is touched before all of them passed.
+async fn authorize(
+    server_secret: &Secret,
+    conn: &mut AsyncPgConnection,
+    job: &Job,
+    request: &DeleteTenant,
+) -> Result<(), JobError> {
+    let tenant = tenants::find_tenant(conn, job.tenant_id)
+        .await
+        .map_err(JobError::database_unavailable)?
+        .ok_or(JobError::permanent(
+            "tenant_missing",
+            "the tenant does not exist",
+        ))?;
+    if tenant.status != TenantStatus::Deleting {
+        return Err(JobError::permanent(
+            "tenant_state",
+            "the tenant is not marked for deletion",
+        ));
+    }
+    if let Err(error) = request.verify(
+        server_secret.expose().as_bytes(),
+        job.tenant_id,
+        OffsetDateTime::now_utc(),
+    ) {
+        tracing::warn!(code = error.code(), "tenant deletion request refused");
+        return Err(JobError::permanent(
+            error.code(),
+            "the signed deletion request is not valid",
+        ));
+    }
+    if tenant.name != request.tenant_name {
+        return Err(JobError::permanent(
+            "tenant_mismatch",
+            "the signed deletion request names another tenant",
+        ));
+    }
+    let nonce_is_ours = nonces::consume(
+        conn,
+        &request.nonce,
+        DELETION_NONCE_PURPOSE,
+        job.tenant_id,
+        job.id,
+    )
+    .await
+    .map_err(JobError::database_unavailable)?;
+    if !nonce_is_ours {
+        return Err(JobError::permanent(
+            "nonce_replayed",
+            "the signed deletion request was used before",
+        ));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl BackgroundJob for TenantDeletionRequest {
+    const JOB_TYPE: &'static str = "delete-tenant";
+    const DESCRIPTION: Description = Description {
+        payload: &[
+            ("remove_tenant", "boolean"),
+            ("tenant_name", "string"),
+            ("action", "\"delete\" | \"reset\""),
+            ("nonce", "32 lowercase hex digits"),
+            ("issued_at", "RFC 3339 date-time"),
+            ("signature", "64 lowercase hex digits (HMAC-SHA256)"),
+            ("final_status", "\"active\" | \"suspended\" (optional)"),
+        ],
+        enqueued_by: "admin deletion or reset request (tenant deleting)",
+        work: "verify the signed request, wipe storage, index and rows, then remove the tenant or leave it in final_status",
+    };
+    const RETRY: RetryClass = RetryClass::ShortLived;
+    const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Deleting);
+    const TIME_LIMIT: Duration = Duration::from_secs(1800);
+    const WRITES_ON_SUCCESS: bool = true;
+
+    async fn run(
+        &self,
+        context: &JobContext,
+        job: &Job,
+        cancelled: &CancellationToken,
+    ) -> Result<(), JobError> {
+        let request = self;
+        let tenant_id = job.tenant_id;
+        let mut conn = context
+            .pool
+            .get()
+            .await
+            .map_err(JobError::database_unavailable)?;
+        authorize(&context.settings.auth.jwt_secret, &mut conn, job, request).await?;
+        if cancelled.is_cancelled() {
+            return Ok(());
+        }
+        tenant_data::remove_other_jobs(&mut conn, tenant_id, job.id)
+            .await
+            .map_err(JobError::database_unavailable)?;
+        context
+            .store
+            .delete_prefix(&StorageKey::tenant_prefix(tenant_id))
+            .await
+            .map_err(JobError::storage_unavailable)?;
+        let wipe_members = request.action == DeletionAction::Delete;
+        conn.transaction::<_, DbError, _>(async |conn| {
+            tenant_data::delete_documents(conn, tenant_id).await?;
+            search_indexes::drop(conn, tenant_id).await?;
+            if wipe_members {
+                tenant_data::delete_membership(conn, tenant_id).await?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(JobError::database_unavailable)?;
+        tracing::info!(action = request.action.as_str(), "tenant data wiped");
+        Ok(())
+    }
+
+    async fn commit_success(
+        &self,
+        context: &JobContext,
+        conn: &mut AsyncPgConnection,
+        job: &Job,
+    ) -> Result<(), DbError> {
+        match self.final_status() {
+            None => {
+                tenants::delete_tenant_row(conn, job.tenant_id).await?;
+                tracing::info!(tenant_id = %job.tenant_id, "tenant deleted");
+            }
+            Some(status) => {
+                search_indexes::ensure(conn, job.tenant_id, &context.settings.search.language)
+                    .await?;
+                tenants::transition(conn, job.tenant_id, &[TenantStatus::Deleting], status).await?;
+                tracing::info!(tenant_id = %job.tenant_id, %status, "tenant wiped and kept");
+            }
+        }
+        Ok(())
+    }
+}
