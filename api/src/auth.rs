@@ -69,36 +69,25 @@ fn app_state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app state missing")))
 }
 
-/// Routes that act inside a tenant: everything under `/api/` but the admin routes and
-/// the API's own documentation.
-fn is_tenant_route(path: &str) -> bool {
-    path.starts_with("/api/")
-        && !path.starts_with("/api/admin/")
-        && path != "/api/admin"
-        && !crate::routes::DOCUMENTATION_ROUTES.contains(&path)
-}
-
 /// Resolves the caller of a tenant route, or answers 401/403 before the handler (and its
-/// body extractors) run.
+/// body extractors) run. `routes` wraps the tenant scope in it, and nothing else.
 pub async fn middleware(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    if is_tenant_route(req.path()) {
-        let token = bearer(req.request()).map(str::to_owned);
-        let resolved = match app_state(req.request()) {
-            Ok(state) => resolve(state, token).await,
-            Err(error) => Err(error),
-        };
-        match resolved {
-            Ok(caller) => {
-                req.extensions_mut().insert(caller);
-            }
-            Err(error) => {
-                let (request, _) = req.into_parts();
-                let response = actix_web::ResponseError::error_response(&error);
-                return Ok(ServiceResponse::new(request, response).map_into_right_body());
-            }
+    let token = bearer(req.request()).map(str::to_owned);
+    let resolved = match app_state(req.request()) {
+        Ok(state) => resolve(state, token).await,
+        Err(error) => Err(error),
+    };
+    match resolved {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+        }
+        Err(error) => {
+            let (request, _) = req.into_parts();
+            let response = actix_web::ResponseError::error_response(&error);
+            return Ok(ServiceResponse::new(request, response).map_into_right_body());
         }
     }
     Ok(next.call(req).await?.map_into_left_body())

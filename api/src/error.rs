@@ -150,11 +150,11 @@ impl From<ActionError> for ApiError {
             ActionError::Conflict {
                 code,
                 detail,
-                current_status,
+                extension,
             } => Self::Conflict {
                 code,
                 detail,
-                extension: current_status.map(|status| ("current_status", status)),
+                extension,
             },
             ActionError::Invalid { code, detail } => Self::Unprocessable { code, detail },
             ActionError::TenantNameTaken => conflict(

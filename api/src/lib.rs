@@ -90,7 +90,6 @@ impl Application {
                 .default_service(web::to(|| async {
                     Err::<actix_web::HttpResponse, _>(ApiError::NotFound)
                 }))
-                .wrap(from_fn(auth::middleware))
                 .wrap(from_fn(accept_guard::middleware))
                 .wrap(problem_fallback::middleware())
                 .wrap(from_fn(request_id::middleware))

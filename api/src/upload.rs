@@ -10,7 +10,7 @@ use crate::error::ApiError;
 use crate::sniff::{SNIFF_BYTES, sniff};
 
 /// Longest title we accept, in characters (the column's bound).
-pub const MAX_TITLE_CHARS: usize = 500;
+pub use quire_shared::actions::documents::MAX_TITLE_CHARS;
 /// Longest original filename we keep, in bytes.
 pub const MAX_FILENAME_BYTES: usize = 255;
 

@@ -189,9 +189,7 @@ async fn process(
         .record(started.elapsed().as_secs_f64());
 
     match ended {
-        Ended::Finished(outcome) => {
-            finish(context, handler, &job, &fence, outcome).await
-        }
+        Ended::Finished(outcome) => finish(context, handler, &job, &fence, outcome).await,
         Ended::Lost => {
             tracing::info!("job stopped without side effects: it was cancelled or taken over");
             Ok(())

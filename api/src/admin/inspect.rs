@@ -94,23 +94,23 @@ pub async fn jobs(command: JobsCommand, settings: &Settings) -> anyhow::Result<(
             match job_actions::retry(&mut conn, JobScope::Any, id, settings.jobs.max_attempts).await
             {
                 Ok(job) => println!("{id}\t{}", job.status),
-                Err(ActionError::Conflict {
-                    current_status: Some(status),
-                    ..
-                }) => bail!("job {id} is {status}, not FAILED: nothing to retry"),
                 Err(ActionError::NotFound) => bail!("no such job"),
-                Err(error) => return Err(error).context("retry the job"),
+                Err(error) => match error.current_status() {
+                    Some(status) => bail!("job {id} is {status}, not FAILED: nothing to retry"),
+                    None => return Err(error).context("retry the job"),
+                },
             }
         }
         JobsCommand::Cancel { id } => {
             match job_actions::cancel(&mut conn, JobScope::Any, id, CANCELLED_BY_OPERATOR).await {
                 Ok(job) => println!("{id}\t{}", job.status),
-                Err(ActionError::Conflict {
-                    current_status: Some(status),
-                    ..
-                }) => bail!("job {id} is {status}: only QUEUED or RUNNING jobs can be cancelled"),
                 Err(ActionError::NotFound) => bail!("no such job"),
-                Err(error) => return Err(error).context("cancel the job"),
+                Err(error) => match error.current_status() {
+                    Some(status) => {
+                        bail!("job {id} is {status}: only QUEUED or RUNNING jobs can be cancelled")
+                    }
+                    None => return Err(error).context("cancel the job"),
+                },
             }
         }
     }

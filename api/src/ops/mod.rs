@@ -17,7 +17,6 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::routes::connection;
 use crate::state::AppState;
 
 const POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
@@ -60,7 +59,7 @@ async fn overview(
     let Some((session, operator)) = session::operator(&state.settings.auth, &req) else {
         return Ok(see_other("/ops/login"));
     };
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let list = |statuses: Vec<JobStatus>, oldest_first: bool| JobFilter {
         statuses,
         oldest_first,
@@ -191,7 +190,7 @@ async fn retry(
 ) -> Result<HttpResponse, ApiError> {
     let operator = authorized(&state, &req, &form)?;
     let job_id = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let retried = job_actions::retry(
         &mut conn,
         JobScope::Any,
@@ -220,7 +219,7 @@ async fn cancel(
 ) -> Result<HttpResponse, ApiError> {
     let operator = authorized(&state, &req, &form)?;
     let job_id = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let cancelled =
         job_actions::cancel(&mut conn, JobScope::Any, job_id, CANCELLED_BY_OPERATOR).await;
     tracing::info!(%operator, %job_id, cancelled = cancelled.is_ok(), "operator cancelled a job");

@@ -4,12 +4,11 @@
 //! race-free).
 
 use actix_web::{HttpResponse, web};
-use quire_shared::actions::documents::{self as document_actions, BulkResult, DocumentCaller};
+use quire_shared::actions::documents::{self as document_actions, BulkResult};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::documents::connection;
 use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -43,14 +42,6 @@ fn answer(results: Vec<BulkResult>) -> HttpResponse {
     HttpResponse::Accepted().json(json!({ "results": results }))
 }
 
-fn caller_of(state: &AppState, caller: &DocumentWriter) -> DocumentCaller {
-    DocumentCaller {
-        tenant_id: caller.tenant_id,
-        configured_attempts: state.settings.jobs.max_attempts,
-        request_id: crate::request_id::current(),
-    }
-}
-
 #[utoipa::path(
     post, path = "/api/documents/reanalyze", tag = "documents",
     request_body = ReanalyzeRequest,
@@ -68,10 +59,10 @@ pub async fn reanalyze(
     body: web::Json<ReanalyzeRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let request = body.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let results = document_actions::reanalyze(
         &mut conn,
-        &caller_of(&state, &caller),
+        &state.document_caller(&caller),
         &request.ids,
         request.force,
     )
@@ -97,10 +88,10 @@ pub async fn verify(
     caller: DocumentWriter,
     body: web::Json<VerifyRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let results = document_actions::verify(
         &mut conn,
-        &caller_of(&state, &caller),
+        &state.document_caller(&caller),
         &body.into_inner().ids,
     )
     .await?;

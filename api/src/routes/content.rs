@@ -9,7 +9,6 @@ use quire_shared::storage::{StorageError, StorageKey};
 use tokio_util::io::ReaderStream;
 use uuid::Uuid;
 
-use super::documents::connection;
 use crate::auth::DocumentReader;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -57,7 +56,7 @@ pub async fn content(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let (_, version) =
         documents::find_document_with_version(&mut conn, caller.tenant_id, document_id)
             .await?
@@ -110,7 +109,7 @@ pub async fn thumbnail(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let (_, version) =
         documents::find_document_with_version(&mut conn, caller.tenant_id, document_id)
             .await?

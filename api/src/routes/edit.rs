@@ -2,17 +2,12 @@
 //! document again unless an analysis of its version is already queued or running.
 
 use actix_web::{HttpResponse, web};
-use diesel_async::AsyncConnection;
-use quire_shared::db::documents::{self, DocumentEdit};
-use quire_shared::db::jobs::{self, NewJob};
-use quire_shared::db::labels;
-use quire_shared::db::{DbError, analysis};
-use quire_shared::jobs::AnalyzeDocument;
+use quire_shared::actions::documents::{self as document_actions, Edited, LabelEdit};
+use quire_shared::db::documents::DocumentEdit;
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::documents::connection;
 use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -41,12 +36,6 @@ fn explicit_null<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Option<String>>, D::Error> {
     Ok(Some(Option::deserialize(deserializer)?))
-}
-
-/// What an edit changes beyond the document row itself.
-struct LabelEdit {
-    tags: Option<Vec<String>>,
-    correspondent: Option<Option<String>>,
 }
 
 const MAX_TAGS: usize = 50;
@@ -156,51 +145,20 @@ pub async fn patch(
     body: web::Json<DocumentPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
-    let tenant_id = caller.tenant_id;
     let mut patch = body.into_inner();
     let label_edit = parse_labels(patch.tags.take(), patch.correspondent.take())?;
     let edit = parse_edit(patch)?;
-    let max_attempts = state.settings.jobs.max_attempts;
-    let request_id = crate::request_id::current();
-    let mut conn = connection(&state).await?;
-    let edited = conn
-        .transaction::<_, DbError, _>(async |conn| {
-            let before = documents::find_document(conn, tenant_id, document_id).await?;
-            let Some(before) = before else {
-                return Ok(None);
-            };
-            let Some(after) = documents::edit_document(conn, tenant_id, document_id, &edit).await?
-            else {
-                return Ok(None);
-            };
-            if let Some(tags) = &label_edit.tags {
-                labels::set_document_tags(conn, tenant_id, document_id, tags).await?;
-            }
-            if let Some(correspondent) = &label_edit.correspondent {
-                labels::set_correspondent(conn, tenant_id, document_id, correspondent.as_deref())
-                    .await?;
-            }
-            // Title, tags and correspondent are searchable at once, text or no text.
-            analysis::reindex(conn, document_id).await?;
-            let mut job = None;
-            if let (true, Some(version_id)) =
-                (after.title != before.title, after.current_version_id)
-            {
-                let analyze = AnalyzeDocument {
-                    document_id,
-                    document_version_id: version_id,
-                    force: false,
-                };
-                let analyze = NewJob::new(tenant_id, analyze, max_attempts, request_id.clone());
-                // Already queued or running: that one will see the new title.
-                job = jobs::enqueue_or_active(conn, &analyze).await?;
-            }
-            let version = documents::current_version(conn, &after).await?;
-            let mut found = labels::labels_of(conn, tenant_id, &[document_id]).await?;
-            Ok(Some((after, version, job, found.remove(&document_id))))
-        })
-        .await?;
-    let (document, version, job, document_labels) = edited.ok_or(ApiError::NotFound)?;
+    let document_caller = state.document_caller(&caller);
+    let mut conn = state.connection().await?;
+    let edited =
+        document_actions::edit(&mut conn, &document_caller, document_id, &edit, &label_edit)
+            .await?;
+    let Edited {
+        document,
+        version,
+        job,
+        labels: document_labels,
+    } = edited;
     Ok(HttpResponse::Ok().json(json!({
         "document": DocumentView::new(document, version).with_labels(document_labels),
         "job": job.map(JobView::from),

@@ -5,7 +5,6 @@ use quire_shared::actions::jobs::{self as job_actions, JobScope};
 use quire_shared::db::{documents, jobs};
 use uuid::Uuid;
 
-use super::documents::connection;
 use crate::auth::{DocumentReader, DocumentWriter};
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -27,7 +26,7 @@ pub async fn list(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     documents::find_document(&mut conn, caller.tenant_id, document_id)
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -55,7 +54,7 @@ pub async fn get(
     path: web::Path<(Uuid, Uuid)>,
 ) -> Result<HttpResponse, ApiError> {
     let (document_id, job_id) = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     documents::find_document(&mut conn, caller.tenant_id, document_id)
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -88,7 +87,7 @@ pub async fn retry(
         tenant_id: caller.tenant_id,
         document_id,
     };
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let job =
         job_actions::retry(&mut conn, scope, job_id, state.settings.jobs.max_attempts).await?;
 

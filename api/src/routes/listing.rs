@@ -13,7 +13,6 @@ use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::documents::connection;
 use crate::auth::DocumentReader;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -125,7 +124,7 @@ pub async fn list(
         correspondent: query.correspondent,
         trashed: query.trashed.unwrap_or(false),
     };
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     // One row more than asked tells whether another page exists.
     let mut page =
         documents::list_documents(&mut conn, caller.tenant_id, &filter, after, limit + 1).await?;
@@ -209,7 +208,7 @@ async fn search(
             )
         })?,
     };
-    let mut conn = connection(state).await?;
+    let mut conn = state.connection().await?;
     let mut hits = PostgresSearch
         .search(&mut conn, caller.tenant_id, text, limit + 1, offset)
         .await?;

@@ -7,7 +7,6 @@ use quire_shared::permissions::CapabilitySet;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::documents::connection;
 use crate::auth::MemberManager;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -63,7 +62,7 @@ pub async fn list(
     state: web::Data<AppState>,
     caller: MemberManager,
 ) -> Result<HttpResponse, ApiError> {
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let members: Vec<MemberView> = members::list_members(&mut conn, caller.tenant_id)
         .await?
         .into_iter()
@@ -89,7 +88,7 @@ pub async fn add(
     body: web::Json<NewMember>,
 ) -> Result<HttpResponse, ApiError> {
     let member = body.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let change = members::add_member(
         &mut conn,
         caller.tenant_id,
@@ -119,7 +118,7 @@ pub async fn change(
     path: web::Path<Uuid>,
     body: web::Json<MemberPatch>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let change = members::change_member_set(
         &mut conn,
         caller.tenant_id,
@@ -147,7 +146,7 @@ pub async fn remove(
     caller: MemberManager,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let change = members::remove_member(&mut conn, caller.tenant_id, path.into_inner()).await?;
     answer(change, |_| HttpResponse::NoContent().finish())
 }

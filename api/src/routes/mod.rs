@@ -2,7 +2,6 @@
 //! configuration and `ROUTES`, which a test compares with the OpenAPI document. Every
 //! path is a resource whose other methods answer 405 problem+json.
 
-mod admin_tenants;
 mod bulk;
 mod catalogue;
 mod content;
@@ -13,13 +12,13 @@ mod jobs;
 mod listing;
 mod members;
 mod openapi;
+mod operator_tenants;
 mod trash;
 
 use actix_web::{HttpResponse, Resource, web};
 
 use crate::error::ApiError;
 
-pub(crate) use documents::connection;
 pub use openapi::ApiDoc;
 
 async fn method_not_allowed() -> Result<HttpResponse, ApiError> {
@@ -30,45 +29,92 @@ fn resource(path: &str) -> Resource {
     web::resource(path).default_service(web::to(method_not_allowed))
 }
 
+/// The tenant routes answer 401 before their handler (and its body extractors) run.
+fn tenant_scope(
+    prefix: &str,
+) -> actix_web::Scope<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    web::scope(prefix)
+        .wrap(actix_web::middleware::from_fn(crate::auth::middleware))
+        .default_service(web::to(not_found))
+}
+
+async fn not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound)
+}
+
+/// Three kinds of route: open ones (health, metrics, the API's documentation), the
+/// operator's (their extractor checks the operator token), and the tenant's, under
+/// `/api` inside the tenant middleware, which resolves the caller first.
 macro_rules! route_table {
-    ($( $path:literal { $( $method:ident => $handler:path ),+ $(,)? } )+) => {
+    (
+        open { $( $open_path:literal { $( $open_method:ident => $open_handler:path ),+ $(,)? } )+ }
+        operator $operator_prefix:literal { $( $operator_path:literal { $( $operator_method:ident => $operator_handler:path ),+ $(,)? } )+ }
+        tenant $tenant_prefix:literal { $( $tenant_path:literal { $( $tenant_method:ident => $tenant_handler:path ),+ $(,)? } )+ }
+    ) => {
         /// Every (method, path) the service answers, as actix matches them.
-        pub const ROUTES: &[(&str, &str)] = &[ $( $( (stringify!($method), $path), )+ )+ ];
+        pub const ROUTES: &[(&str, &str)] = &[
+            $( $( (stringify!($open_method), $open_path), )+ )+
+            $( $( (stringify!($operator_method), concat!($operator_prefix, $operator_path)), )+ )+
+            $( $( (stringify!($tenant_method), concat!($tenant_prefix, $tenant_path)), )+ )+
+        ];
 
         pub fn configure(cfg: &mut web::ServiceConfig) {
-            $( cfg.service(resource($path) $( .route(web::$method().to($handler)) )+ ); )+
+            $( cfg.service(resource($open_path) $( .route(web::$open_method().to($open_handler)) )+ ); )+
+            cfg.service(
+                web::scope($operator_prefix)
+                    $( .service(resource($operator_path) $( .route(web::$operator_method().to($operator_handler)) )+ ) )+
+                    .default_service(web::to(not_found)),
+            );
+            cfg.service(
+                tenant_scope($tenant_prefix)
+                    $( .service(resource($tenant_path) $( .route(web::$tenant_method().to($tenant_handler)) )+ ) )+
+            );
         }
     };
 }
 
 route_table! {
-    "/healthz" { get => health::healthz }
-    "/readyz" { get => health::readyz }
-    "/metrics" { get => health::metrics }
-    "/api/documents" { post => documents::upload, get => listing::list }
-    // Before "/api/documents/{document_id}", which would take "reanalyze" for an id.
-    "/api/documents/reanalyze" { post => bulk::reanalyze }
-    "/api/documents/verify" { post => bulk::verify }
-    "/api/documents/{document_id}" { get => documents::get, patch => edit::patch, delete => trash::trash }
-    "/api/documents/{document_id}/restore" { post => trash::restore }
-    "/api/documents/{document_id}/content" { get => content::content }
-    "/api/documents/{document_id}/thumbnail" { get => content::thumbnail }
-    "/api/documents/{document_id}/processing-jobs" { get => jobs::list }
-    "/api/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
-    "/api/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }
-    "/api/jobs/catalogue" { get => catalogue::catalogue }
-    "/api/members" { get => members::list, post => members::add }
-    "/api/members/{user_id}" { patch => members::change, delete => members::remove }
-    "/api/admin/tenants" { get => admin_tenants::list, post => admin_tenants::create }
-    "/api/admin/tenants/{tenant_id}" { get => admin_tenants::get }
-    "/api/admin/tenants/{tenant_id}/suspend" { post => admin_tenants::suspend }
-    "/api/admin/tenants/{tenant_id}/activate" { post => admin_tenants::activate }
-    "/api/admin/tenants/{tenant_id}/deletion" { post => admin_tenants::request_deletion }
-    "/api/openapi.json" { get => openapi::document }
-    "/api/docs" { get => openapi::swagger_ui }
-    "/api/docs/init.js" { get => openapi::swagger_init }
-    "/api/docs/swagger-ui.css" { get => openapi::swagger_css }
-    "/api/docs/swagger-ui-bundle.js" { get => openapi::swagger_js }
+    open {
+        "/healthz" { get => health::healthz }
+        "/readyz" { get => health::readyz }
+        "/metrics" { get => health::metrics }
+        "/api/openapi.json" { get => openapi::document }
+        "/api/docs" { get => openapi::swagger_ui }
+        "/api/docs/init.js" { get => openapi::swagger_init }
+        "/api/docs/swagger-ui.css" { get => openapi::swagger_css }
+        "/api/docs/swagger-ui-bundle.js" { get => openapi::swagger_js }
+    }
+    operator "/api/admin" {
+        "/tenants" { get => operator_tenants::list, post => operator_tenants::create }
+        "/tenants/{tenant_id}" { get => operator_tenants::get }
+        "/tenants/{tenant_id}/suspend" { post => operator_tenants::suspend }
+        "/tenants/{tenant_id}/activate" { post => operator_tenants::activate }
+        "/tenants/{tenant_id}/deletion" { post => operator_tenants::request_deletion }
+    }
+    tenant "/api" {
+        "/documents" { post => documents::upload, get => listing::list }
+        // Before "/documents/{document_id}", which would take "reanalyze" for an id.
+        "/documents/reanalyze" { post => bulk::reanalyze }
+        "/documents/verify" { post => bulk::verify }
+        "/documents/{document_id}" { get => documents::get, patch => edit::patch, delete => trash::trash }
+        "/documents/{document_id}/restore" { post => trash::restore }
+        "/documents/{document_id}/content" { get => content::content }
+        "/documents/{document_id}/thumbnail" { get => content::thumbnail }
+        "/documents/{document_id}/processing-jobs" { get => jobs::list }
+        "/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
+        "/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }
+        "/jobs/catalogue" { get => catalogue::catalogue }
+        "/members" { get => members::list, post => members::add }
+        "/members/{user_id}" { patch => members::change, delete => members::remove }
+    }
 }
 
 /// Routes that serve the API's own documentation rather than the API.

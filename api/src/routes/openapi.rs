@@ -6,7 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    admin_tenants, bulk, catalogue, content, documents, edit, health, jobs, listing, members, trash,
+    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_tenants,
+    trash,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
@@ -39,12 +40,12 @@ use crate::views::{
         members::add,
         members::change,
         members::remove,
-        admin_tenants::create,
-        admin_tenants::list,
-        admin_tenants::get,
-        admin_tenants::suspend,
-        admin_tenants::activate,
-        admin_tenants::request_deletion,
+        operator_tenants::create,
+        operator_tenants::list,
+        operator_tenants::get,
+        operator_tenants::suspend,
+        operator_tenants::activate,
+        operator_tenants::request_deletion,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -65,7 +66,7 @@ use crate::views::{
         MemberView,
         TenantView,
         TenantJobView,
-        admin_tenants::NewTenant
+        operator_tenants::NewTenant
     )),
     modifiers(&BearerToken),
     security(("bearer" = []))

@@ -2,12 +2,11 @@
 //! transaction; restoring brings the document back, not its cancelled jobs.
 
 use actix_web::{HttpResponse, web};
-use quire_shared::actions::documents::{self as document_actions, Deleted, DocumentCaller};
+use quire_shared::actions::documents::{self as document_actions, Deleted};
 use quire_shared::db::{documents, labels};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::documents::connection;
 use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -34,12 +33,8 @@ pub async fn trash(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
-    let document_caller = DocumentCaller {
-        tenant_id: caller.tenant_id,
-        configured_attempts: state.settings.jobs.max_attempts,
-        request_id: crate::request_id::current(),
-    };
-    let mut conn = connection(&state).await?;
+    let document_caller = state.document_caller(&caller);
+    let mut conn = state.connection().await?;
     match document_actions::delete(&mut conn, &document_caller, document_id).await? {
         Deleted::Trashed(document, cancelled) => {
             let view = full_view(&mut conn, document).await?;
@@ -67,7 +62,7 @@ pub async fn restore(
     caller: DocumentWriter,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let document =
         document_actions::restore(&mut conn, caller.tenant_id, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(full_view(&mut conn, document).await?))

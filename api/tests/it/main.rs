@@ -13,6 +13,7 @@ mod helpers;
 mod hostile;
 mod intake;
 mod integrity;
+mod job_actions;
 mod lost_messages;
 mod migrations;
 mod observability;

@@ -1,20 +1,29 @@
-//! The actions on a tenant's documents that move their lifecycle: delete (to the trash,
-//! or purge from it), restore, and the bulk re-analyze and verify. Upload and edit are
-//! one statement or transaction each in `db::intake` and `db::documents`, called by
-//! their routes.
+//! The actions on a tenant's documents: upload (record stored bytes as a new
+//! document), edit, delete (to the trash, or purge from it), restore, and the bulk
+//! re-analyze and verify. Decoding a request (multipart, JSON) is the caller's; what is
+//! written, checked and enqueued is decided here.
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use uuid::Uuid;
 
 use super::ActionError;
-use crate::db::documents::{self, Document};
+use crate::db::documents::{self, Document, DocumentEdit, DocumentVersion, NewDocument};
+use crate::db::intake::{self, NewIntake, Recorded};
 use crate::db::jobs::{self, Job, NewJob};
+use crate::db::labels::{self, Labels};
+use crate::db::{DbError, analysis};
 use crate::jobs::{AnalyzeDocument, BackgroundJob, PurgeDocument, VerifyDocument};
+use crate::storage::{Digested, ObjectStore, StorageKey};
+
+/// Longest title, in characters (uploads cut a longer filename to it).
+pub const MAX_TITLE_CHARS: usize = 500;
 
 /// Who acts on the documents: the tenant, and what every job they enqueue carries.
 #[derive(Debug, Clone)]
 pub struct DocumentCaller {
     pub tenant_id: Uuid,
+    /// The member acting, for the log.
+    pub user_id: Uuid,
     /// `jobs.max_attempts`.
     pub configured_attempts: i32,
     /// The request, carried in every message announcing the jobs.
@@ -62,7 +71,7 @@ pub async fn delete(
         .await?;
     match &deleted {
         Deleted::Trashed(_, cancelled) => {
-            tracing::info!(%document_id, %tenant_id, cancelled_jobs = cancelled, "document trashed");
+            tracing::info!(%document_id, %tenant_id, user_id = %caller.user_id, cancelled_jobs = cancelled, "document trashed");
         }
         Deleted::PurgeQueued(job) => {
             tracing::info!(%document_id, %tenant_id, job_id = %job.id, "document purge queued");
@@ -176,4 +185,192 @@ async fn enqueue_each<J: BackgroundJob>(
         results.push((document_id, jobs::enqueue_or_active(conn, &job).await?));
     }
     Ok(results)
+}
+
+/// An uploaded file, already streamed to the object store under `key`.
+#[derive(Debug, Clone)]
+pub struct StoredUpload {
+    pub key: StorageKey,
+    pub version_id: Uuid,
+    pub digest: Digested,
+    /// Decided from the bytes, never from the client.
+    pub content_type: String,
+    /// For display only (already cleaned of paths and control characters).
+    pub original_filename: Option<String>,
+    pub title: Option<String>,
+}
+
+/// Records stored bytes as a new document: its version, its `analyze-document` job and
+/// the outbox event, in one statement (in a transaction with the duplicate check when
+/// `reject_duplicates`: the same bytes twice in a tenant answer `duplicate_document`
+/// with the existing id). The title defaults to the filename, then `Untitled`. When
+/// nothing is recorded the object is removed at once: nothing points at it.
+pub async fn upload(
+    conn: &mut AsyncPgConnection,
+    store: &dyn ObjectStore,
+    caller: &DocumentCaller,
+    stored: StoredUpload,
+    reject_duplicates: bool,
+) -> Result<Recorded, ActionError> {
+    let recorded = record_upload(conn, caller, &stored, reject_duplicates).await;
+    match &recorded {
+        Ok(recorded) => tracing::info!(
+            document_id = %recorded.document.id,
+            job_id = %recorded.job.id,
+            tenant_id = %caller.tenant_id,
+            user_id = %caller.user_id,
+            size_bytes = stored.digest.size_bytes,
+            "document uploaded"
+        ),
+        Err(_) => discard(store, &stored.key).await,
+    }
+    recorded
+}
+
+/// Removes the object of an upload nothing will point at (rather than wait for the
+/// storage GC).
+pub async fn discard(store: &dyn ObjectStore, key: &StorageKey) {
+    if let Err(error) = store.delete(key).await {
+        tracing::warn!(%error, key = key.as_str(), "failed to remove an unrecorded upload");
+    }
+}
+
+async fn record_upload(
+    conn: &mut AsyncPgConnection,
+    caller: &DocumentCaller,
+    stored: &StoredUpload,
+    reject_duplicates: bool,
+) -> Result<Recorded, ActionError> {
+    let document_id = Uuid::now_v7();
+    let title = stored
+        .title
+        .clone()
+        .filter(|title| !title.is_empty())
+        .or_else(|| stored.original_filename.clone())
+        .unwrap_or_else(|| "Untitled".to_owned())
+        .chars()
+        .take(MAX_TITLE_CHARS)
+        .collect();
+    let document = NewDocument {
+        id: document_id,
+        tenant_id: caller.tenant_id,
+        title,
+        version_id: stored.version_id,
+        storage_key: stored.key.as_str().to_owned(),
+        size_bytes: i64::try_from(stored.digest.size_bytes).unwrap_or(i64::MAX),
+        sha256: stored.digest.sha256.clone(),
+        content_type: stored.content_type.clone(),
+        original_filename: stored.original_filename.clone(),
+    };
+    let analyze = AnalyzeDocument {
+        document_id,
+        document_version_id: stored.version_id,
+        force: false,
+    };
+    let job = NewJob::new(
+        caller.tenant_id,
+        analyze,
+        caller.configured_attempts,
+        caller.request_id.clone(),
+    );
+    let intakes = [NewIntake { document, job }];
+    let recorded = if reject_duplicates {
+        conn.transaction::<_, ActionError, _>(async |conn| {
+            let document = &intakes[0].document;
+            if let Some(existing) =
+                documents::lock_and_find_same_content(conn, document.tenant_id, &document.sha256)
+                    .await?
+            {
+                return Err(ActionError::Conflict {
+                    code: "duplicate_document",
+                    detail: "a document with the same content exists already".to_owned(),
+                    extension: Some(("existing_document_id", existing.to_string())),
+                });
+            }
+            Ok(intake::record(conn, &intakes).await?)
+        })
+        .await?
+    } else {
+        // One statement, atomic on its own: no transaction needed.
+        intake::record(conn, &intakes).await?
+    };
+    recorded
+        .into_iter()
+        .next()
+        .ok_or(ActionError::Db(DbError::Query(
+            diesel::result::Error::NotFound,
+        )))
+}
+
+/// What an edit changes beyond the document row itself.
+#[derive(Debug, Clone, Default)]
+pub struct LabelEdit {
+    /// Replaces the document's tags.
+    pub tags: Option<Vec<String>>,
+    /// `Some(None)` clears the correspondent.
+    pub correspondent: Option<Option<String>>,
+}
+
+/// A document after an edit, with the analysis its new title queued (or the one already
+/// active), if any.
+#[derive(Debug)]
+pub struct Edited {
+    pub document: Document,
+    pub version: Option<DocumentVersion>,
+    pub job: Option<Job>,
+    pub labels: Option<Labels>,
+}
+
+/// Edits a live document in one transaction: its row, tags and correspondent, its
+/// search vector at once, and — for a new title — an analysis of its version (unless
+/// one is queued or running already: that one sees the new title).
+pub async fn edit(
+    conn: &mut AsyncPgConnection,
+    caller: &DocumentCaller,
+    document_id: Uuid,
+    edit: &DocumentEdit,
+    label_edit: &LabelEdit,
+) -> Result<Edited, ActionError> {
+    let tenant_id = caller.tenant_id;
+    conn.transaction::<_, ActionError, _>(async |conn| {
+        let before = documents::find_document(conn, tenant_id, document_id)
+            .await?
+            .ok_or(ActionError::NotFound)?;
+        let after = documents::edit_document(conn, tenant_id, document_id, edit)
+            .await?
+            .ok_or(ActionError::NotFound)?;
+        if let Some(tags) = &label_edit.tags {
+            labels::set_document_tags(conn, tenant_id, document_id, tags).await?;
+        }
+        if let Some(correspondent) = &label_edit.correspondent {
+            labels::set_correspondent(conn, tenant_id, document_id, correspondent.as_deref())
+                .await?;
+        }
+        // Title, tags and correspondent are searchable at once, text or no text.
+        analysis::reindex(conn, document_id).await?;
+        let mut job = None;
+        if let (true, Some(version_id)) = (after.title != before.title, after.current_version_id) {
+            let analyze = AnalyzeDocument {
+                document_id,
+                document_version_id: version_id,
+                force: false,
+            };
+            let analyze = NewJob::new(
+                tenant_id,
+                analyze,
+                caller.configured_attempts,
+                caller.request_id.clone(),
+            );
+            job = jobs::enqueue_or_active(conn, &analyze).await?;
+        }
+        let version = documents::current_version(conn, &after).await?;
+        let mut found = labels::labels_of(conn, tenant_id, &[document_id]).await?;
+        Ok(Edited {
+            document: after,
+            version,
+            job,
+            labels: found.remove(&document_id),
+        })
+    })
+    .await
 }

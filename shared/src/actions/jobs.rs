@@ -95,14 +95,14 @@ pub async fn retry(
             let now = jobs::find_job(conn, job.id)
                 .await?
                 .ok_or(ActionError::NotFound)?;
-            return Err(ActionError::Conflict {
-                code: "job_not_failed",
-                detail: format!(
+            return Err(ActionError::wrong_status(
+                "job_not_failed",
+                format!(
                     "only a FAILED job can be retried; this one is {}",
                     now.status
                 ),
-                current_status: Some(now.status.as_str().to_owned()),
-            });
+                now.status.as_str(),
+            ));
         }
         Err(error) if error.is_unique_violation() => {
             return Err(ActionError::conflict(
@@ -146,14 +146,14 @@ pub async fn cancel(
         .await?
         .ok_or(ActionError::NotFound)?;
     if !cancelled {
-        return Err(ActionError::Conflict {
-            code: "job_not_active",
-            detail: format!(
+        return Err(ActionError::wrong_status(
+            "job_not_active",
+            format!(
                 "only a QUEUED or RUNNING job can be cancelled; this one is {}",
                 now.status
             ),
-            current_status: Some(now.status.as_str().to_owned()),
-        });
+            now.status.as_str(),
+        ));
     }
     tracing::info!(job_id = %job.id, tenant_id = %job.tenant_id, "job cancelled");
     Ok(now)

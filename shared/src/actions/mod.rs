@@ -26,8 +26,9 @@ pub enum ActionError {
     Conflict {
         code: &'static str,
         detail: String,
-        /// The state the row is in, when the caller should see it.
-        current_status: Option<String>,
+        /// One member a client can act on without parsing `detail`: the row's
+        /// `current_status`, or the `existing_document_id` of a duplicate.
+        extension: Option<(&'static str, String)>,
     },
     /// The request itself is not acceptable.
     #[error("{detail}")]
@@ -59,7 +60,27 @@ impl ActionError {
         Self::Conflict {
             code,
             detail: detail.into(),
-            current_status: None,
+            extension: None,
+        }
+    }
+
+    /// A conflict that names the state the row is in.
+    pub(crate) fn wrong_status(code: &'static str, detail: String, status: &str) -> Self {
+        Self::Conflict {
+            code,
+            detail,
+            extension: Some(("current_status", status.to_owned())),
+        }
+    }
+
+    /// The `current_status` a conflict names, if it names one.
+    pub fn current_status(&self) -> Option<&str> {
+        match self {
+            Self::Conflict {
+                extension: Some(("current_status", status)),
+                ..
+            } => Some(status),
+            _ => None,
         }
     }
 }

@@ -11,7 +11,6 @@ use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::documents::connection;
 use crate::auth::Operator;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -53,7 +52,7 @@ pub async fn create(
             format!("name 1 to {MAX_MEMBERS} members; the first becomes the owner"),
         ));
     }
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let (tenant, job) = tenant_actions::create_tenant(
         &mut conn,
         &name,
@@ -81,7 +80,7 @@ pub async fn list(
     state: web::Data<AppState>,
     _operator: Operator,
 ) -> Result<HttpResponse, ApiError> {
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let tenants: Vec<TenantView> = tenants::list_tenants(&mut conn)
         .await?
         .into_iter()
@@ -106,7 +105,7 @@ pub async fn get(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let tenant = tenants::find_tenant(&mut conn, tenant_id)
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -135,7 +134,7 @@ pub async fn suspend(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let tenant = tenant_actions::suspend(&mut conn, tenant_id).await?;
     tracing::info!(operator = %operator.name, %tenant_id, "tenant suspended");
     Ok(HttpResponse::Ok().json(TenantView::from(tenant)))
@@ -158,7 +157,7 @@ pub async fn activate(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = path.into_inner();
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let tenant = tenant_actions::activate(&mut conn, tenant_id).await?;
     tracing::info!(operator = %operator.name, %tenant_id, "tenant activated");
     Ok(HttpResponse::Ok().json(TenantView::from(tenant)))
@@ -188,7 +187,7 @@ pub async fn request_deletion(
     let tenant_id = path.into_inner();
     let request = body.into_inner();
     let action = request.action;
-    let mut conn = connection(&state).await?;
+    let mut conn = state.connection().await?;
     let (tenant, job) = tenant_actions::request_deletion(
         &mut conn,
         tenant_id,
