@@ -2,7 +2,8 @@
 //! tenant always keeps an owner: the last one can be neither demoted nor removed.
 
 use actix_web::{HttpResponse, web};
-use quire_shared::db::members::{self, MemberChange};
+use quire_shared::actions::members as member_actions;
+use quire_shared::db::members;
 use quire_shared::permissions::CapabilitySet;
 use serde::Deserialize;
 use uuid::Uuid;
@@ -27,26 +28,6 @@ pub struct MemberPatch {
     /// `owner`, `user`, `readonly` or `webdav`.
     #[schema(value_type = String, example = "readonly")]
     capability_set: CapabilitySet,
-}
-
-fn answer(
-    change: MemberChange,
-    ok: fn(MemberView) -> HttpResponse,
-) -> Result<HttpResponse, ApiError> {
-    match change {
-        MemberChange::Done(member) => Ok(ok(member.into())),
-        MemberChange::NotFound => Err(ApiError::NotFound),
-        MemberChange::AlreadyMember => Err(ApiError::Conflict {
-            code: "already_member",
-            detail: "the user is a member of this tenant already".into(),
-            extension: None,
-        }),
-        MemberChange::LastOwner => Err(ApiError::Conflict {
-            code: "last_owner",
-            detail: "a tenant keeps at least one owner".into(),
-            extension: None,
-        }),
-    }
 }
 
 #[utoipa::path(
@@ -89,14 +70,14 @@ pub async fn add(
 ) -> Result<HttpResponse, ApiError> {
     let member = body.into_inner();
     let mut conn = state.connection().await?;
-    let change = members::add_member(
+    let added = member_actions::add(
         &mut conn,
         caller.tenant_id,
         member.user_id,
         member.capability_set,
     )
     .await?;
-    answer(change, |view| HttpResponse::Created().json(view))
+    Ok(HttpResponse::Created().json(MemberView::from(added)))
 }
 
 #[utoipa::path(
@@ -119,14 +100,14 @@ pub async fn change(
     body: web::Json<MemberPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = state.connection().await?;
-    let change = members::change_member_set(
+    let changed = member_actions::change(
         &mut conn,
         caller.tenant_id,
         path.into_inner(),
         body.into_inner().capability_set,
     )
     .await?;
-    answer(change, |view| HttpResponse::Ok().json(view))
+    Ok(HttpResponse::Ok().json(MemberView::from(changed)))
 }
 
 #[utoipa::path(
@@ -147,6 +128,6 @@ pub async fn remove(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = state.connection().await?;
-    let change = members::remove_member(&mut conn, caller.tenant_id, path.into_inner()).await?;
-    answer(change, |_| HttpResponse::NoContent().finish())
+    member_actions::remove(&mut conn, caller.tenant_id, path.into_inner()).await?;
+    Ok(HttpResponse::NoContent().finish())
 }

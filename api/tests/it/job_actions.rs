@@ -103,6 +103,21 @@ async fn document(app: &TestApp, document_id: Uuid) -> Value {
         .expect("json")
 }
 
+/// Asks for a re-analysis of one document; its answer.
+async fn reanalyze(app: &TestApp, document_id: Uuid, force: bool) -> Value {
+    let body = serde_json::json!({ "ids": [document_id], "force": force });
+    let (status, answer) = app
+        .json_as(
+            reqwest::Method::POST,
+            &app.token,
+            "/api/documents/reanalyze",
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    answer
+}
+
 /// Uploads `count` documents whose stored bytes are then damaged, and waits until each
 /// analysis failed for good; no worker runs afterwards.
 async fn failed_analyses(app: &TestApp, count: usize) -> Vec<(Uuid, Uuid)> {
@@ -159,16 +174,7 @@ async fn a_retry_beside_an_active_analysis_is_refused_alike_by_every_caller() {
     let failed = failed_analyses(&app, 1).await;
     let (document_id, job_id) = failed[0];
     // A re-analysis of the same version is queued: the failed job may not run beside it.
-    let body = serde_json::json!({ "ids": [document_id] });
-    let (status, _) = app
-        .json_as(
-            reqwest::Method::POST,
-            &app.token,
-            "/api/documents/reanalyze",
-            Some(body),
-        )
-        .await;
-    assert_eq!(status, 202);
+    reanalyze(&app, document_id, false).await;
     let dashboard = Dashboard::sign_in(&app).await;
 
     let route = format!("/api/documents/{document_id}/processing-jobs/{job_id}/retry");
@@ -217,16 +223,7 @@ async fn a_cancelled_re_analysis_leaves_an_analyzed_document_ready() {
     let worker = app.start_worker();
     app.wait_for_job(first, JobStatus::Succeeded).await;
     worker.drain().await;
-    let body = serde_json::json!({ "ids": [document_id], "force": true });
-    let (status, answer) = app
-        .json_as(
-            reqwest::Method::POST,
-            &app.token,
-            "/api/documents/reanalyze",
-            Some(body),
-        )
-        .await;
-    assert_eq!(status, 202);
+    let answer = reanalyze(&app, document_id, true).await;
     let again: Uuid = answer["results"][0]["job"]["id"]
         .as_str()
         .and_then(|id| id.parse().ok())

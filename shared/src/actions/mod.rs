@@ -8,6 +8,7 @@
 
 pub mod documents;
 pub mod jobs;
+pub mod members;
 pub mod tenants;
 
 use crate::db::DbError;

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use super::JobError;
 use crate::config::Settings;
-use crate::db::PgPool;
+use crate::db::{PgPool, PooledConnection};
 use crate::storage::ObjectStore;
 
 pub struct JobContext {
@@ -12,4 +13,14 @@ pub struct JobContext {
     pub pool: PgPool,
     pub store: Arc<dyn ObjectStore>,
     pub settings: Arc<Settings>,
+}
+
+impl JobContext {
+    /// A connection for a handler; a pool that cannot give one is worth another attempt.
+    pub async fn connection(&self) -> Result<PooledConnection, JobError> {
+        self.pool
+            .get()
+            .await
+            .map_err(JobError::database_unavailable)
+    }
 }

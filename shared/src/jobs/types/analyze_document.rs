@@ -147,7 +147,7 @@ impl BackgroundJob for AnalyzeDocument {
         )
         .await?;
         {
-            let mut conn = context.pool.get().await.map_err(JobError::database_unavailable)?;
+            let mut conn = context.connection().await?;
             let started =
                 analysis::start_processing(&mut conn, &fence, job.tenant_id, payload.document_id)
                     .await
@@ -198,7 +198,7 @@ impl BackgroundJob for AnalyzeDocument {
             (AssetKind::Thumbnail, thumbnail_key, thumbnail, "image/png"),
             (AssetKind::Text, text_key, text, "text/plain; charset=utf-8"),
         ];
-        let mut conn = context.pool.get().await.map_err(JobError::database_unavailable)?;
+        let mut conn = context.connection().await?;
         let indexed = index(&mut conn, &fence, &version, &found, &stored)
             .await
             .map_err(JobError::database_unavailable)?;

@@ -110,11 +110,7 @@ impl BackgroundJob for TenantDeletionRequest {
     ) -> Result<(), JobError> {
         let request = self;
         let tenant_id = job.tenant_id;
-        let mut conn = context
-            .pool
-            .get()
-            .await
-            .map_err(JobError::database_unavailable)?;
+        let mut conn = context.connection().await?;
         authorize(&context.settings.auth.jwt_secret, &mut conn, job, request).await?;
         if cancelled.is_cancelled() {
             return Ok(());

@@ -48,15 +48,8 @@ impl BackgroundJob for FaultTest {
         cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
         let payload = self;
-        let unavailable = |error: DbError| {
-            JobError::transient("database_unavailable", "the database is unavailable", error)
-        };
         {
-            let mut conn = context
-                .pool
-                .get()
-                .await
-                .map_err(|error| unavailable(error.into()))?;
+            let mut conn = context.connection().await?;
             diesel::sql_query(
                 "INSERT INTO fault_starts (job_id, worker_id, attempt) VALUES ($1, $2, $3)",
             )
@@ -65,7 +58,7 @@ impl BackgroundJob for FaultTest {
             .bind::<Int4, _>(job.attempts)
             .execute(&mut conn)
             .await
-            .map_err(|error| unavailable(error.into()))?;
+            .map_err(JobError::database_unavailable)?;
         }
         if job.attempts <= payload.transient_failures {
             return Err(JobError::Transient {

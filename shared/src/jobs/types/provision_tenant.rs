@@ -41,11 +41,7 @@ impl BackgroundJob for ProvisionTenant {
         job: &Job,
         _cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
-        let mut conn = context
-            .pool
-            .get()
-            .await
-            .map_err(JobError::database_unavailable)?;
+        let mut conn = context.connection().await?;
         let language = context.settings.search.language.as_str();
         conn.transaction::<_, DbError, _>(async |conn| {
             search_indexes::ensure(conn, job.tenant_id, language).await?;

@@ -65,11 +65,7 @@ impl BackgroundJob for PurgeDocument {
         _cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
         let (tenant_id, document_id) = (job.tenant_id, self.document_id);
-        let mut conn = context
-            .pool
-            .get()
-            .await
-            .map_err(JobError::database_unavailable)?;
+        let mut conn = context.connection().await?;
         let store = context.store.as_ref();
         let purged = conn
             .transaction::<_, PurgeError, _>(async |conn| {
