@@ -2,8 +2,8 @@
 //! and run the very same server.
 
 mod accept_guard;
-pub mod admin;
 mod auth;
+pub mod cli;
 mod error;
 mod ops;
 mod problem_fallback;

@@ -1,6 +1,6 @@
 use anyhow::Context;
 use clap::Parser;
-use quire_api::admin::{Cli, run};
+use quire_api::cli::{Cli, run};
 use quire_shared::config::Settings;
 
 fn main() -> anyhow::Result<()> {
