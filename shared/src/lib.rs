@@ -1,6 +1,5 @@
 //! Quire's library crate: everything the API, the dispatcher and the worker share.
 
-pub mod admin_listener;
 pub mod auth;
 pub mod broker;
 pub mod catalogue;
@@ -9,6 +8,8 @@ pub mod db;
 pub mod health;
 pub mod metrics;
 pub mod permissions;
+pub mod probe_listener;
+pub mod queue_state;
 pub mod redis_client;
 pub mod retry;
 pub mod runtime;

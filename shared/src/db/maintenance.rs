@@ -1,4 +1,5 @@
-//! Recovery and retention (DESIGN §5): the rescuer, lost-message recovery and pruning.
+//! Recovery and retention (DESIGN §5): the rescuer, lost-message recovery and pruning
+//! of finished work (each run by its own dispatcher maintenance service).
 //! Every statement re-checks, in its own WHERE, what the caller saw when it chose the
 //! rows, so it is safe with any number of dispatchers and with workers finishing at the
 //! same moment.
@@ -284,8 +285,6 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
     .get_result::<Count>(conn)
     .await?
     .count;
-    // Rows of workers that died without saying goodbye.
-    super::workers::prune_gone(conn).await?;
     Ok(Pruned {
         events: usize::try_from(events).unwrap_or(0),
         jobs: usize::try_from(jobs).unwrap_or(0),
