@@ -47,12 +47,7 @@ async fn while_redis_is_down_the_rescuer_still_rescues() {
     let world = World::in_context(TestContext::with_redis_url(&redis.url()).await).await;
     let enqueued = world.enqueue().await;
     world.claim(enqueued, Duration::from_secs(60)).await;
-    world
-        .execute(
-            "UPDATE processing_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
-            enqueued.job_id,
-        )
-        .await;
+    world.expire_lease(enqueued.job_id).await;
     redis.kill().await;
 
     // Lost-message recovery fails at every interval without Redis; the rescuer does not.

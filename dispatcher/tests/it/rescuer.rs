@@ -14,9 +14,6 @@ use tokio::sync::Barrier;
 
 use crate::support::World;
 
-const EXPIRE_LEASE: &str =
-    "UPDATE processing_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_queued_again_with_a_new_event_and_a_spent_one_fails() {
     let world = World::new().await;
@@ -34,8 +31,8 @@ async fn an_expired_lease_is_queued_again_with_a_new_event_and_a_spent_one_fails
             spent.job_id,
         )
         .await;
-    world.execute(EXPIRE_LEASE, retried.job_id).await;
-    world.execute(EXPIRE_LEASE, spent.job_id).await;
+    world.expire_lease(retried.job_id).await;
+    world.expire_lease(spent.job_id).await;
 
     let rescued = Rescuer::new(world.pool.clone(), 100)
         .run_once()
@@ -69,7 +66,7 @@ async fn while_another_dispatcher_holds_the_rescuer_lock_a_pass_rescues_nothing(
     let world = World::new().await;
     let enqueued = world.enqueue().await;
     world.claim(enqueued, Duration::from_secs(60)).await;
-    world.execute(EXPIRE_LEASE, enqueued.job_id).await;
+    world.expire_lease(enqueued.job_id).await;
     let rescuer = Rescuer::new(world.pool.clone(), 100);
 
     let mut other = world.pool.get().await.expect("connection");
@@ -102,7 +99,7 @@ async fn a_job_finishing_while_the_rescuer_runs_has_exactly_one_outcome() {
         let enqueued = world.enqueue().await;
         let job = world.claim(enqueued, Duration::from_secs(60)).await;
         // The worker looks dead: its lease ran out, but it is about to report success.
-        world.execute(EXPIRE_LEASE, enqueued.job_id).await;
+        world.expire_lease(enqueued.job_id).await;
         let fence = job.fence().expect("fence");
         let barrier = Arc::new(Barrier::new(2));
         let pool = world.pool.clone();

@@ -95,11 +95,16 @@ impl World {
     }
 
     pub async fn job(&self, job_id: Uuid) -> Job {
-        let mut conn = self.pool.get().await.expect("connection");
-        jobs::find_job(&mut conn, job_id)
-            .await
-            .expect("query job")
-            .expect("job exists")
+        quire_shared::test_support::job(&self.pool, job_id).await
+    }
+
+    /// Lets the job's lease run out, as if its worker had died.
+    pub async fn expire_lease(&self, job_id: Uuid) {
+        self.execute(
+            "UPDATE processing_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+            job_id,
+        )
+        .await;
     }
 
     /// The job's events, oldest first.

@@ -15,7 +15,8 @@ use uuid::Uuid;
 use super::DbError;
 use super::jobs::duration_millis;
 
-/// Advisory lock keys of the periodic tasks that must run once per tick.
+/// Advisory lock keys of the maintenance tasks that must run in one dispatcher per
+/// interval.
 pub mod locks {
     pub const RESCUER: i64 = 0x5155_4952_0001;
     pub const LOST_MESSAGES: i64 = 0x5155_4952_0002;
