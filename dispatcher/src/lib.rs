@@ -20,6 +20,7 @@ pub use publisher::Publisher;
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     // One pool of each per process: the publisher, every maintenance service and the
     // probe listener share them (each holds a connection only for a statement or two).
+    // Only the LISTEN connection is its own: it must stay open to hear notifications.
     let pool = db::build_pool_with(&settings.database, SessionMode::DISPATCHER)?;
     let redis = RedisPool::build(&settings.redis)?;
     redis_client::warn_unless_noeviction(&redis).await;

@@ -4,8 +4,9 @@
 //! retention and worker-registry pruning. Safe with any number of dispatchers: the
 //! ones that must do their work once per interval hold an advisory lock while they run.
 //!
-//! A new maintenance task is a file here implementing [`Task`], one line in
-//! [`Maintenance::start`] and its interval setting.
+//! A new maintenance task is a file here implementing [`Task`], its `Service::start`
+//! in [`Maintenance::start`], and its interval in `DispatcherSettings` and
+//! `config/default.toml` (and `config/test.toml`, which runs every service fast).
 
 mod claim_recovery;
 mod lost_messages;
