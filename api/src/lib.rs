@@ -50,7 +50,7 @@ impl Application {
             .port();
         quire_shared::metrics::install();
         let pool = quire_shared::db::build_pool(&settings.database)?;
-        let redis = quire_shared::broker::build_pool(&settings.redis)?;
+        let redis = quire_shared::redis_client::RedisPool::build(&settings.redis)?;
         let store = Arc::new(LocalStore::new(&settings.storage.data_dir));
         let state = web::Data::new(AppState {
             settings: Arc::new(settings),

@@ -13,7 +13,7 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     pub pool: PgPool,
     pub store: Arc<dyn ObjectStore>,
-    pub redis: quire_shared::broker::RedisPool,
+    pub redis: quire_shared::redis_client::RedisPool,
 }
 
 impl AppState {

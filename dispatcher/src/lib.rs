@@ -1,14 +1,16 @@
 //! Quire's dispatcher: relays due outbox events from PostgreSQL to Redis (DESIGN §4 step
-//! 2) and returns abandoned publication claims. Any number may run at once; none keeps
-//! state another needs.
+//! 2) and runs the maintenance services (DESIGN §5). Any number may run at once; none
+//! keeps state another needs.
 
-mod maintenance;
+pub mod maintenance;
 mod publisher;
 mod wakeups;
 
 use std::sync::Arc;
 
 use quire_shared::config::Settings;
+use quire_shared::db::{self, SessionMode};
+use quire_shared::redis_client::{self, RedisPool};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -16,27 +18,30 @@ pub use publisher::Publisher;
 
 /// Runs the dispatcher until `shutdown` is cancelled.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let publisher = Publisher::new(&settings)?;
-    quire_shared::broker::warn_unless_noeviction(publisher.redis()).await;
-    quire_shared::admin_listener::spawn(
-        &settings.dispatcher.admin_listen,
-        quire_shared::db::build_pool(&settings.database)?,
-        publisher.redis().clone(),
+    // One pool of each per process: the publisher, every maintenance service and the
+    // probe listener share them (each holds a connection only for a statement or two).
+    // Only the LISTEN connection is its own: it must stay open to hear notifications.
+    let pool = db::build_pool_with(&settings.database, SessionMode::DISPATCHER)?;
+    let redis = RedisPool::build(&settings.redis)?;
+    redis_client::warn_unless_noeviction(&redis).await;
+    quire_shared::probe_listener::spawn(
+        &settings.dispatcher.probe_listen,
+        pool.clone(),
+        redis.clone(),
         shutdown.clone(),
     )?;
+    let publisher = Publisher::new(&settings, pool.clone(), redis.clone());
     let wake = Arc::new(Notify::new());
     let listener = tokio::spawn(wakeups::listen(
         settings.database.url.expose().to_owned(),
         Arc::clone(&wake),
         shutdown.clone(),
     ));
-    let maintenance = tokio::spawn(maintenance::Maintenance::new(&settings)?.run(shutdown.clone()));
+    let maintenance = maintenance::Maintenance::start(&settings, &pool, &redis, &shutdown);
     tracing::info!(dispatcher_id = publisher.id(), "dispatcher started");
     // The publisher finishes the batch it is on, then returns.
     publisher.run(wake, shutdown).await;
-    if let Err(error) = maintenance.await {
-        tracing::warn!(%error, "maintenance ended abnormally");
-    }
+    maintenance.stop().await;
     if let Err(error) = listener.await {
         tracing::warn!(%error, "outbox listener ended abnormally");
     }

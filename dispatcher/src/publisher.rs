@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use backon::{BackoffBuilder, ExponentialBuilder};
 use deadpool_redis::redis;
-use quire_shared::broker::{self, EventMessage, RedisConnection, WireMessage};
+use quire_shared::broker::{self, EventMessage, WireMessage};
 use quire_shared::config::Settings;
+use quire_shared::db::PgPool;
 use quire_shared::db::outbox::{self, ClaimedEvent, Published, Retry};
-use quire_shared::db::{self, PgPool};
-use quire_shared::retry::Backoff;
+use quire_shared::redis_client::{RedisConnection, RedisPool};
+use quire_shared::retry::{Backoff, ReconnectBackoff};
 use time::OffsetDateTime;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,7 @@ const MALFORMED_MESSAGE: &str = "the stored message could not be read";
 pub struct Publisher {
     id: String,
     pool: PgPool,
-    redis: quire_shared::broker::RedisPool,
+    redis: RedisPool,
     /// The connection of the last successful push, kept for the next one: every pool
     /// checkout sends UNWATCH and PING first, a round trip on the path of every job.
     pushing: Mutex<Option<RedisConnection>>,
@@ -44,12 +44,13 @@ enum Round {
 }
 
 impl Publisher {
-    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
+    /// A publisher on the process's pools (the dispatcher's session mode).
+    pub fn new(settings: &Settings, pool: PgPool, redis: RedisPool) -> Self {
         let dispatcher = &settings.dispatcher;
-        Ok(Self {
+        Self {
             id: format!("dispatcher-{}", Uuid::new_v4().simple()),
-            pool: db::build_pool_with(&settings.database, db::SessionMode::DISPATCHER)?,
-            redis: broker::build_pool(&settings.redis)?,
+            pool,
+            redis,
             pushing: Mutex::new(None),
             namespace: settings.redis.namespace.clone(),
             batch_size: dispatcher.batch_size,
@@ -58,35 +59,30 @@ impl Publisher {
                 Duration::from_millis(dispatcher.publish_backoff_base_ms),
                 Duration::from_millis(dispatcher.publish_backoff_max_ms),
             ),
-        })
+        }
     }
 
     pub fn id(&self) -> &str {
         &self.id
     }
 
-    pub fn redis(&self) -> &quire_shared::broker::RedisPool {
-        &self.redis
-    }
-
     /// Publishes until `shutdown`; woken by `wake` (NOTIFY) or the poll interval.
     pub async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
-        let mut failures: Option<Box<dyn Iterator<Item = Duration> + Send>> = None;
+        let mut failures = ReconnectBackoff::new();
         while !shutdown.is_cancelled() {
             let pause = match self.round().await {
                 Ok(Round::Published(count)) if count as i64 >= self.batch_size => {
-                    failures = None;
+                    failures.reset();
                     continue;
                 }
                 Ok(_) => {
-                    if failures.take().is_some() {
+                    if failures.reset() {
                         tracing::info!("publishing works again");
                     }
                     None
                 }
                 Err(error) => {
-                    let delays = failures.get_or_insert_with(|| Box::new(loop_backoff()));
-                    let delay = delays.next().unwrap_or(Duration::from_secs(10));
+                    let delay = failures.next_delay();
                     tracing::warn!(
                         error = format!("{error:#}"),
                         retry_in_ms = delay.as_millis() as u64,
@@ -191,7 +187,7 @@ impl Publisher {
         }
     }
 
-    /// One LPUSH per event, in due order, in one pipeline.
+    /// One push per event, in due order, in one pipeline.
     fn build_pipeline(
         &self,
         events: &[ClaimedEvent],
@@ -218,9 +214,11 @@ impl Publisher {
                 });
             match message {
                 Some((task_id, text)) => {
-                    pipeline
-                        .lpush(broker::queue_key(&self.namespace, &event.queue), text)
-                        .ignore();
+                    broker::push(
+                        &mut pipeline,
+                        &broker::queue_key(&self.namespace, &event.queue),
+                        &text,
+                    );
                     published.push(Published {
                         event_id: event.id,
                         task_id,
@@ -237,16 +235,6 @@ impl Publisher {
         }
         (pipeline, published, malformed)
     }
-}
-
-/// How long the loop itself waits after consecutive failed rounds.
-fn loop_backoff() -> impl Iterator<Item = Duration> + Send {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .with_jitter()
-        .without_max_times()
-        .build()
 }
 
 /// Fault suite only: `QUIRE_FAILPOINT_ABORT_AFTER_PUSH=1` kills the process between the

@@ -3,27 +3,17 @@
 //! poll interval, never an event.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::StreamExt;
 use quire_shared::db::OUTBOX_CHANNEL;
+use quire_shared::retry::ReconnectBackoff;
 use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-fn reconnect_delays() -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(10))
-        .with_jitter()
-        .without_max_times()
-        .build()
-}
-
 /// Keeps a LISTEN connection open until shutdown, reconnecting with backoff.
 pub async fn listen(database_url: String, wake: Arc<Notify>, shutdown: CancellationToken) {
-    let mut delays = reconnect_delays();
+    let mut delays = ReconnectBackoff::new();
     loop {
         match listen_once(&database_url, &wake, &shutdown).await {
             Ok(()) => return,
@@ -31,7 +21,7 @@ pub async fn listen(database_url: String, wake: Arc<Notify>, shutdown: Cancellat
                 tracing::warn!(%error, "outbox listener lost its connection, polling meanwhile");
             }
         }
-        let delay = delays.next().unwrap_or(Duration::from_secs(10));
+        let delay = delays.next_delay();
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(delay) => {}

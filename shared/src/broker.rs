@@ -1,25 +1,27 @@
-//! Redis as a wake-up channel (DESIGN §4, §6): key names, the wire message, and
-//! connections. Redis holds no authoritative state; every message only carries ids.
+//! The Redis protocol (DESIGN §4, §6), all of it: the key of each list, the message
+//! the outbox stores and the one that goes over Redis, and the three things anyone does
+//! with a list — push, pop, read the oldest message. Redis holds no authoritative
+//! state; every message only carries ids.
+//!
+//! Each list is FIFO: [`push`] adds at the head (`LPUSH`), [`pop`] takes from the tail
+//! (`BLMPOP … RIGHT`), so the tail is always the oldest message and [`oldest_event_ids`]
+//! reads it there (`LINDEX -1`). Lost-message recovery depends on that order (DESIGN
+//! §5); nothing outside this file names a direction.
+//!
+//! The connections themselves (pools, the blocking connection, [`BrokerError`]) are in
+//! `redis_client`.
+
+use std::ops::Deref;
 
 use deadpool_redis::redis;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::config::RedisSettings;
+use crate::redis_client::{BlockingConnection, BrokerError, RedisPool};
 
 /// Version of the message format; a worker drops messages of another version.
 pub const MESSAGE_VERSION: u32 = 1;
-
-#[derive(Debug, thiserror::Error)]
-pub enum BrokerError {
-    #[error("redis command failed: {0}")]
-    Redis(#[from] redis::RedisError),
-    #[error("no redis connection available: {0}")]
-    Pool(#[from] deadpool_redis::PoolError),
-    #[error("failed to build the redis pool: {0}")]
-    Build(String),
-}
 
 /// The list a job type's messages go to: `{namespace}:q:<job_type>`. Every key shares
 /// the `{namespace}` hash tag so multi-key commands (BLMPOP over several lists) work on a
@@ -28,7 +30,9 @@ pub fn queue_key(namespace: &str, job_type: &str) -> String {
     format!("{{{namespace}}}:q:{job_type}")
 }
 
-/// What the outbox stores for an event (immutable once written).
+/// What the outbox stores for an event (immutable once written). SQL writes the same
+/// shape for the events that replace another one (`quire_event_message` in the
+/// migrations); the dispatcher's `message_shape` test holds the two together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventMessage {
     pub v: u32,
@@ -55,64 +59,90 @@ impl EventMessage {
     }
 }
 
-/// What goes over Redis: the stored message plus this publication's task id and time.
+/// What goes over Redis: the stored message, field for field, plus this publication's
+/// task id and time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireMessage {
-    pub v: u32,
-    pub event_id: Uuid,
-    pub job_id: Uuid,
-    pub tenant_id: Uuid,
-    pub job_type: String,
+    #[serde(flatten)]
+    pub event: EventMessage,
     pub task_id: Uuid,
     #[serde(with = "time::serde::rfc3339")]
     pub published_at: OffsetDateTime,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<String>,
 }
 
 impl WireMessage {
     pub fn publish(event: EventMessage, task_id: Uuid, published_at: OffsetDateTime) -> Self {
         Self {
-            v: event.v,
-            event_id: event.event_id,
-            job_id: event.job_id,
-            tenant_id: event.tenant_id,
-            job_type: event.job_type,
+            event,
             task_id,
             published_at,
-            request_id: event.request_id,
         }
     }
 }
 
-pub use crate::redis_client::{
-    BlockingConnection, RedisConnection, RedisPool, blocking_connection,
-};
+/// A published message is its stored message plus a publication: read its ids as the
+/// stored message's (`message.job_id`).
+impl Deref for WireMessage {
+    type Target = EventMessage;
 
-/// A pool for short commands (pushes, lengths, pings), single server or cluster.
-pub fn build_pool(settings: &RedisSettings) -> Result<RedisPool, BrokerError> {
-    RedisPool::build(settings)
+    fn deref(&self) -> &EventMessage {
+        &self.event
+    }
 }
 
-/// Redis must never evict a queued message to make room; warn when it might.
-pub async fn warn_unless_noeviction(pool: &RedisPool) {
-    let policy: Result<Vec<String>, BrokerError> = async {
-        let mut conn = pool.get().await?;
-        Ok(redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("maxmemory-policy")
-            .query_async(&mut conn)
-            .await?)
+/// Adds to `pipeline` the push of `message` (a serialized [`WireMessage`]) onto the
+/// head of `list`, its answer ignored.
+pub fn push(pipeline: &mut redis::Pipeline, list: &str, message: &str) {
+    pipeline.lpush(list, message).ignore();
+}
+
+/// Pops up to `count` messages from the tail of the first of `lists` that has any,
+/// oldest first, waiting at most `timeout_seconds` for one to arrive; `None` when every
+/// list stayed empty. Atomic: a message is either returned or still in its list.
+pub async fn pop(
+    conn: &mut BlockingConnection,
+    lists: &[String],
+    timeout_seconds: u64,
+    count: usize,
+) -> Result<Option<Vec<String>>, BrokerError> {
+    let popped: Option<(String, Vec<String>)> = redis::cmd("BLMPOP")
+        .arg(timeout_seconds)
+        .arg(lists.len())
+        .arg(lists)
+        .arg("RIGHT")
+        .arg("COUNT")
+        .arg(count)
+        .query_async(conn)
+        .await?;
+    Ok(popped.map(|(_list, messages)| messages))
+}
+
+/// The event id of the oldest message in each job type's list (its tail), in the order
+/// of `job_types`: `None` for an empty list or a message that does not parse. One
+/// pipeline, so every list is read at the same moment.
+pub async fn oldest_event_ids(
+    pool: &RedisPool,
+    namespace: &str,
+    job_types: &[&str],
+) -> Result<Vec<(String, Option<Uuid>)>, BrokerError> {
+    let mut conn = pool.get().await?;
+    let mut pipe = redis::pipe();
+    for job_type in job_types {
+        pipe.cmd("LINDEX")
+            .arg(queue_key(namespace, job_type))
+            .arg(-1);
     }
-    .await;
-    match policy {
-        Ok(pair) if pair.get(1).map(String::as_str) == Some("noeviction") => {}
-        Ok(pair) => tracing::warn!(
-            policy = pair.get(1).map(String::as_str).unwrap_or("unknown"),
-            "redis maxmemory-policy is not noeviction: queued messages may be evicted (the outbox recovers them, late)"
-        ),
-        Err(error) => tracing::warn!(%error, "could not read redis maxmemory-policy"),
-    }
+    let tails: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+    Ok(job_types
+        .iter()
+        .zip(tails)
+        .map(|(job_type, tail)| {
+            let event_id = tail
+                .and_then(|raw| serde_json::from_str::<WireMessage>(&raw).ok())
+                .map(|message| message.event.event_id);
+            ((*job_type).to_owned(), event_id)
+        })
+        .collect())
 }
 
 /// The length of each job type's list (LLEN, pipelined).
@@ -132,13 +162,6 @@ pub async fn queue_lengths(
         .map(|job_type| (*job_type).to_owned())
         .zip(lengths)
         .collect())
-}
-
-/// Checks that Redis answers.
-pub async fn ping(pool: &RedisPool) -> Result<(), BrokerError> {
-    let mut conn = pool.get().await?;
-    let _: String = redis::cmd("PING").query_async(&mut conn).await?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -168,5 +191,27 @@ mod tests {
         assert_eq!(json["event_id"], event.event_id.to_string());
         let back: WireMessage = serde_json::from_value(json).expect("deserialize");
         assert_eq!(back, wire);
+    }
+
+    #[test]
+    fn a_wire_message_is_the_stored_message_plus_its_publication() {
+        let mut event = EventMessage::new(
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            "verify-document",
+        );
+        event.request_id = Some("req-1".to_owned());
+        let at = time::macros::datetime!(2026-11-30 10:00:00 UTC);
+        let task_id = Uuid::now_v7();
+        let mut wire = serde_json::to_value(WireMessage::publish(event.clone(), task_id, at))
+            .expect("serialize");
+        let object = wire.as_object_mut().expect("an object");
+        assert_eq!(
+            object.remove("task_id"),
+            Some(serde_json::json!(task_id.to_string()))
+        );
+        assert!(object.remove("published_at").is_some());
+        assert_eq!(wire, serde_json::to_value(&event).expect("serialize"));
     }
 }

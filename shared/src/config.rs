@@ -171,11 +171,18 @@ pub struct DispatcherSettings {
     pub claim_timeout_seconds: u64,
     pub publish_backoff_base_ms: u64,
     pub publish_backoff_max_ms: u64,
-    pub maintenance_interval_ms: u64,
+    /// How often each maintenance service runs (DESIGN §5): every dispatcher runs them
+    /// all, each on its own clock; the rescuer, lost-message recovery and retention do
+    /// their work in one dispatcher per interval (an advisory lock).
+    pub claim_recovery_interval_ms: u64,
+    pub rescuer_interval_ms: u64,
+    pub lost_messages_interval_ms: u64,
+    pub retention_interval_ms: u64,
+    pub worker_pruning_interval_ms: u64,
     pub lost_message_grace_seconds: u64,
     pub recovery_batch_size: i64,
-    /// `host:port` of /healthz, /readyz and /metrics; empty for none.
-    pub admin_listen: String,
+    /// `host:port` of the probe listener (/healthz, /readyz, /metrics); empty for none.
+    pub probe_listen: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -203,8 +210,8 @@ pub struct WorkerSettings {
     pub drain_timeout_seconds: u64,
     pub retry_backoff_base_ms: u64,
     pub retry_backoff_max_ms: u64,
-    /// `host:port` of /healthz, /readyz and /metrics; empty for none.
-    pub admin_listen: String,
+    /// `host:port` of the probe listener (/healthz, /readyz, /metrics); empty for none.
+    pub probe_listen: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

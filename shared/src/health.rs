@@ -25,12 +25,12 @@ impl Readiness {
     }
 }
 
-pub async fn check(pool: &PgPool, redis: &crate::broker::RedisPool) -> Readiness {
+pub async fn check(pool: &PgPool, redis: &crate::redis_client::RedisPool) -> Readiness {
     let (database, migrations) = match pool.get().await {
         Ok(mut conn) => (true, migrate::is_current(&mut conn).await.unwrap_or(false)),
         Err(_) => (false, false),
     };
-    let redis = crate::broker::ping(redis).await.is_ok();
+    let redis = crate::redis_client::ping(redis).await.is_ok();
     Readiness {
         database,
         migrations,

@@ -1,7 +1,6 @@
 //! Quire's library crate: everything the API, the dispatcher and the worker share.
 
 pub mod actions;
-pub mod admin_listener;
 pub mod analysis;
 pub mod auth;
 pub mod broker;
@@ -12,6 +11,8 @@ pub mod integrity;
 pub mod jobs;
 pub mod metrics;
 pub mod permissions;
+pub mod probe_listener;
+pub mod queue_state;
 pub mod redis_client;
 pub mod retry;
 pub mod runtime;

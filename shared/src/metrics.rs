@@ -1,7 +1,7 @@
-//! Prometheus metrics. Every process records counters and histograms of what it does
-//! itself through the `metrics` facade; the API (the one process every deployment has)
-//! also publishes the queue's state from PostgreSQL and Redis at each scrape, so those
-//! gauges are exact, never stale. Names follow Prometheus conventions.
+//! Prometheus metrics: every metric's name, and the process's recorder. Every process
+//! records counters and histograms of what it does itself through the `metrics` facade;
+//! the queue's state (the gauges below "Queue state") is rendered from PostgreSQL and
+//! Redis at each scrape of the API by `queue_state`. Names follow Prometheus conventions.
 //!
 //! Counters are recorded when the statement that makes the change succeeded; a
 //! transaction rolled back afterwards (rare: the caller's own later failure) still
@@ -10,8 +10,6 @@
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-
-use crate::db::{PgPool, stats, workers};
 
 pub const JOBS_ENQUEUED: &str = "quire_jobs_enqueued_total";
 pub const JOBS_CLAIMED: &str = "quire_jobs_claimed_total";
@@ -32,7 +30,8 @@ pub const RESCUES: &str = "quire_rescued_jobs_total";
 pub const REPUBLISHED: &str = "quire_lost_messages_republished_total";
 pub const WORKER_SLOTS: &str = "quire_worker_slots";
 pub const WORKER_SLOTS_BUSY: &str = "quire_worker_slots_busy";
-// Queue state, from the database and Redis at each scrape of the API.
+// Queue state, rendered from the database and Redis at each scrape of the API
+// (`queue_state`).
 pub const JOBS: &str = "quire_jobs";
 pub const OUTBOX_EVENTS: &str = "quire_outbox_events";
 pub const OUTBOX_LAG_SECONDS: &str = "quire_outbox_lag_seconds";
@@ -72,72 +71,4 @@ pub fn render() -> String {
     let handle = install();
     handle.run_upkeep();
     handle.render()
-}
-
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// The queue's state from PostgreSQL and Redis, in the text format (gauges, exact at
-/// scrape time). A source that does not answer is left out, never reported as zero.
-pub async fn render_queue_state(
-    pool: &PgPool,
-    redis: &crate::broker::RedisPool,
-    namespace: &str,
-) -> String {
-    let mut out = String::new();
-    if let Ok(mut conn) = pool.get().await {
-        if let Ok(counts) = stats::jobs_by_type_and_status(&mut conn).await {
-            out.push_str(&format!("# TYPE {JOBS} gauge\n"));
-            for row in counts {
-                out.push_str(&format!(
-                    "{JOBS}{{type=\"{}\",status=\"{}\"}} {}\n",
-                    escape(&row.job_type),
-                    escape(&row.status),
-                    row.count
-                ));
-            }
-        }
-        if let Ok(counts) = stats::events_by_status(&mut conn).await {
-            out.push_str(&format!("# TYPE {OUTBOX_EVENTS} gauge\n"));
-            for row in counts {
-                out.push_str(&format!(
-                    "{OUTBOX_EVENTS}{{status=\"{}\"}} {}\n",
-                    escape(&row.status),
-                    row.count
-                ));
-            }
-        }
-        if let Ok(ages) = stats::ages(&mut conn).await {
-            out.push_str(&format!(
-                "# TYPE {OUTBOX_LAG_SECONDS} gauge\n{OUTBOX_LAG_SECONDS} {}\n\
-                 # TYPE {OLDEST_QUEUED_SECONDS} gauge\n{OLDEST_QUEUED_SECONDS} {}\n",
-                ages.outbox_lag_seconds, ages.oldest_queued_seconds
-            ));
-        }
-        if let Ok(live) = workers::live(&mut conn).await {
-            let slots: i64 = live.iter().map(|worker| i64::from(worker.slots)).sum();
-            let busy: i64 = live.iter().map(|worker| i64::from(worker.busy)).sum();
-            out.push_str(&format!(
-                "# TYPE {WORKERS_LIVE} gauge\n{WORKERS_LIVE} {}\n\
-                 # TYPE {LIVE_SLOTS} gauge\n{LIVE_SLOTS} {slots}\n\
-                 # TYPE {LIVE_SLOTS_BUSY} gauge\n{LIVE_SLOTS_BUSY} {busy}\n",
-                live.len()
-            ));
-        }
-    }
-    let types: Vec<&str> = crate::jobs::job_types().collect();
-    if let Ok(lengths) = crate::broker::queue_lengths(redis, namespace, &types).await {
-        out.push_str(&format!("# TYPE {QUEUE_LENGTH} gauge\n"));
-        for (queue, length) in lengths {
-            out.push_str(&format!(
-                "{QUEUE_LENGTH}{{queue=\"{}\"}} {length}\n",
-                escape(&queue)
-            ));
-        }
-    }
-    out
 }

@@ -2,6 +2,9 @@
 //! one type each: a pool for short commands and a dedicated connection for blocking
 //! pops. Every key Quire uses shares one hash tag, so on a cluster they all live in one
 //! slot and multi-key commands (BLMPOP over several lists, pipelines) keep working.
+//!
+//! What Quire says over these connections (keys, messages, list direction) is the
+//! protocol in `broker`; this module only connects and checks the server.
 
 use std::time::Duration;
 
@@ -9,8 +12,17 @@ use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
 use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{self, AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, Value};
 
-use crate::broker::BrokerError;
 use crate::config::RedisSettings;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("redis command failed: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("no redis connection available: {0}")]
+    Pool(#[from] deadpool_redis::PoolError),
+    #[error("failed to build the redis pool: {0}")]
+    Build(String),
+}
 
 /// `ConnectionLike` for an enum of a single-server and a cluster connection: every call
 /// goes to whichever it holds.
@@ -60,6 +72,8 @@ pub enum RedisConnection {
 }
 
 impl RedisPool {
+    /// A pool for short commands (pushes, lengths, pings), single server or cluster;
+    /// it connects lazily, so a process starts while Redis is still down.
     pub fn build(settings: &RedisSettings) -> Result<Self, BrokerError> {
         if settings.cluster_urls.is_empty() {
             let mut config = deadpool_redis::Config::from_url(settings.url.expose());
@@ -122,3 +136,31 @@ pub async fn blocking_connection(
 }
 
 delegate_connection_like!(BlockingConnection);
+
+/// Checks that Redis answers.
+pub async fn ping(pool: &RedisPool) -> Result<(), BrokerError> {
+    let mut conn = pool.get().await?;
+    let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+    Ok(())
+}
+
+/// Redis must never evict a queued message to make room; warn when it might.
+pub async fn warn_unless_noeviction(pool: &RedisPool) {
+    let policy: Result<Vec<String>, BrokerError> = async {
+        let mut conn = pool.get().await?;
+        Ok(redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query_async(&mut conn)
+            .await?)
+    }
+    .await;
+    match policy {
+        Ok(pair) if pair.get(1).map(String::as_str) == Some("noeviction") => {}
+        Ok(pair) => tracing::warn!(
+            policy = pair.get(1).map(String::as_str).unwrap_or("unknown"),
+            "redis maxmemory-policy is not noeviction: queued messages may be evicted (the outbox recovers them, late)"
+        ),
+        Err(error) => tracing::warn!(%error, "could not read redis maxmemory-policy"),
+    }
+}

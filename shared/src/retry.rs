@@ -1,7 +1,10 @@
 //! Retry policy as data: a pure function from attempt to delay — exponential, full jitter,
-//! capped. Used for failed publishes now and for job retries.
+//! capped — for failed publishes and job retries; and the one backoff every loop uses to
+//! reach a server that stopped answering.
 
 use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
@@ -34,6 +37,50 @@ impl Backoff {
     }
 }
 
+/// The pauses of a loop that lost its server (Redis, PostgreSQL): from 100 ms doubling
+/// to 5 s, jittered so that a fleet does not reconnect in step, never giving up. The
+/// dispatcher's publisher and LISTEN connection and the worker's fetcher all use it.
+pub struct ReconnectBackoff {
+    /// `None` while the server answers.
+    delays: Option<backon::ExponentialBackoff>,
+}
+
+impl ReconnectBackoff {
+    pub const MIN: Duration = Duration::from_millis(100);
+    pub const MAX: Duration = Duration::from_secs(5);
+
+    pub fn new() -> Self {
+        Self { delays: None }
+    }
+
+    /// The pause before the next attempt; each consecutive failure waits longer.
+    pub fn next_delay(&mut self) -> Duration {
+        self.delays
+            .get_or_insert_with(|| {
+                ExponentialBuilder::default()
+                    .with_min_delay(Self::MIN)
+                    .with_max_delay(Self::MAX)
+                    .with_jitter()
+                    .without_max_times()
+                    .build()
+            })
+            .next()
+            .unwrap_or(Self::MAX)
+    }
+
+    /// The server answered: the next failure starts from the shortest pause again.
+    /// True when it had been failing (worth a log line).
+    pub fn reset(&mut self) -> bool {
+        self.delays.take().is_some()
+    }
+}
+
+impl Default for ReconnectBackoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +108,21 @@ mod tests {
         for attempt in 1..100 {
             assert!(policy.delay(attempt) <= policy.max);
         }
+    }
+
+    #[test]
+    fn reconnect_pauses_grow_to_the_cap_and_start_over_after_a_reset() {
+        let mut backoff = ReconnectBackoff::new();
+        assert!(!backoff.reset(), "a fresh backoff was not failing");
+        let first = backoff.next_delay();
+        assert!(first <= ReconnectBackoff::MIN * 2, "{first:?}");
+        let mut last = first;
+        for _ in 0..20 {
+            last = backoff.next_delay();
+            assert!(last <= ReconnectBackoff::MAX * 2, "{last:?}");
+        }
+        assert!(last >= ReconnectBackoff::MAX, "{last:?}");
+        assert!(backoff.reset(), "it was failing");
+        assert!(backoff.next_delay() <= ReconnectBackoff::MIN * 2);
     }
 }

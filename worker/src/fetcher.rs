@@ -5,26 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
-use deadpool_redis::redis;
 use quire_shared::broker;
-use quire_shared::broker::BlockingConnection;
 use quire_shared::config::Settings;
+use quire_shared::redis_client::{self, BlockingConnection};
+use quire_shared::retry::ReconnectBackoff;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::WorkerContext;
 use crate::executor::{self, Delivery};
-
-fn reconnect_delays() -> impl Iterator<Item = Duration> + Send {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .with_jitter()
-        .without_max_times()
-        .build()
-}
 
 pub async fn run(
     context: Arc<WorkerContext>,
@@ -40,7 +30,7 @@ pub async fn run(
     // Cancelled at the drain deadline: running jobs stop and are queued again at once.
     let hard_stop = CancellationToken::new();
     let mut connection: Option<BlockingConnection> = None;
-    let mut delays = reconnect_delays();
+    let mut delays = ReconnectBackoff::new();
 
     while !shutdown.is_cancelled() {
         while tasks.try_join_next().is_some() {}
@@ -53,10 +43,10 @@ pub async fn run(
         };
         let mut conn = match &connection {
             Some(conn) => conn.clone(),
-            None => match broker::blocking_connection(&settings.redis).await {
+            None => match redis_client::blocking_connection(&settings.redis).await {
                 Ok(conn) => {
                     tracing::info!("connected to redis");
-                    delays = reconnect_delays();
+                    delays.reset();
                     connection = Some(conn.clone());
                     conn
                 }
@@ -72,20 +62,10 @@ pub async fn run(
         let want = 1 + slots.available_permits();
         // Not raced against shutdown: dropping a pop Redis already answered would lose
         // the messages. Shutdown waits at most one pop timeout.
-        let popped = tokio::time::timeout(
-            pop_guard,
-            redis::cmd("BLMPOP")
-                .arg(pop_timeout)
-                .arg(keys.len())
-                .arg(&keys)
-                .arg("RIGHT")
-                .arg("COUNT")
-                .arg(want)
-                .query_async::<Option<(String, Vec<String>)>>(&mut conn),
-        )
-        .await;
+        let popped =
+            tokio::time::timeout(pop_guard, broker::pop(&mut conn, &keys, pop_timeout, want)).await;
         match popped {
-            Ok(Ok(Some((_list, raws)))) => {
+            Ok(Ok(Some(raws))) => {
                 let mut permits = vec![permit];
                 while permits.len() < raws.len() {
                     match Arc::clone(&slots).try_acquire_owned() {
@@ -135,11 +115,11 @@ pub async fn run(
 }
 
 async fn pause(
-    delays: &mut (impl Iterator<Item = Duration> + Send),
+    delays: &mut ReconnectBackoff,
     shutdown: &CancellationToken,
     error: &(dyn std::fmt::Display + Sync),
 ) {
-    let delay = delays.next().unwrap_or(Duration::from_secs(5));
+    let delay = delays.next_delay();
     tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "redis unavailable");
     tokio::select! {
         _ = shutdown.cancelled() => {}

@@ -12,8 +12,8 @@ mod presence;
 use std::sync::Arc;
 
 use anyhow::bail;
-use quire_shared::broker;
 use quire_shared::config::Settings;
+use quire_shared::{broker, redis_client};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -22,10 +22,10 @@ pub use context::WorkerContext;
 /// Runs a worker until `shutdown` is cancelled, then drains in-flight jobs.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<()> {
     let context = Arc::new(WorkerContext::new(&settings)?);
-    let redis = broker::build_pool(&settings.redis)?;
-    broker::warn_unless_noeviction(&redis).await;
-    quire_shared::admin_listener::spawn(
-        &settings.worker.admin_listen,
+    let redis = redis_client::RedisPool::build(&settings.redis)?;
+    redis_client::warn_unless_noeviction(&redis).await;
+    quire_shared::probe_listener::spawn(
+        &settings.worker.probe_listen,
         context.pool().clone(),
         redis,
         shutdown.clone(),

@@ -132,7 +132,7 @@ pub async fn stats(settings: &Settings) -> anyhow::Result<()> {
     let ages = stats::ages(&mut conn).await?;
     println!("outbox lag\t{:.3}s", ages.outbox_lag_seconds);
     println!("oldest queued job\t{:.3}s", ages.oldest_queued_seconds);
-    let redis = quire_shared::broker::build_pool(&settings.redis)?;
+    let redis = quire_shared::redis_client::RedisPool::build(&settings.redis)?;
     let types: Vec<&str> = quire_shared::jobs::public_job_types()
         .map(|spec| spec.job_type)
         .collect();

@@ -36,7 +36,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let mut body = quire_shared::metrics::render();
     body.push_str(
-        &quire_shared::metrics::render_queue_state(
+        &quire_shared::queue_state::render(
             &state.pool,
             &state.redis,
             &state.settings.redis.namespace,

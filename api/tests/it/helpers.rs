@@ -211,12 +211,12 @@ impl TestApp {
     /// Pushes `raw` onto this app's list of `job_type`, as a dispatcher would.
     pub async fn push_raw(&self, job_type: &str, raw: &str) {
         let key = quire_shared::broker::queue_key(&self.context.namespace, job_type);
-        let _: i64 = deadpool_redis::redis::cmd("LPUSH")
-            .arg(&key)
-            .arg(raw)
-            .query_async(&mut self.redis().await)
+        let mut pipeline = deadpool_redis::redis::pipe();
+        quire_shared::broker::push(&mut pipeline, &key, raw);
+        pipeline
+            .query_async::<()>(&mut self.redis().await)
             .await
-            .expect("lpush");
+            .expect("push");
     }
 
     /// Waits until workers have popped every message of `job_type`'s list.
@@ -243,11 +243,7 @@ impl TestApp {
     }
 
     pub async fn job(&self, job_id: Uuid) -> Job {
-        let mut conn = self.pool.get().await.expect("connection");
-        jobs::find_job(&mut conn, job_id)
-            .await
-            .expect("query job")
-            .expect("job exists")
+        quire_shared::test_support::job(&self.pool, job_id).await
     }
 
     /// Waits until the job reaches `status`, failing fast if it ends in another state.

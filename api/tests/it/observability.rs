@@ -45,13 +45,13 @@ async fn every_process_is_observable_and_metrics_agree_with_the_database() {
     let dispatcher_listen = format!("127.0.0.1:{dispatcher_port}");
     stack.spawn(
         "dispatcher-1",
-        &[("QUIRE__DISPATCHER__ADMIN_LISTEN", &dispatcher_listen)],
+        &[("QUIRE__DISPATCHER__PROBE_LISTEN", &dispatcher_listen)],
     );
     let worker_listen = format!("127.0.0.1:{worker_port}");
     stack.spawn(
         "worker-1",
         &[
-            ("QUIRE__WORKER__ADMIN_LISTEN", &worker_listen),
+            ("QUIRE__WORKER__PROBE_LISTEN", &worker_listen),
             ("QUIRE__WORKER__CONCURRENCY", "16"),
         ],
     );

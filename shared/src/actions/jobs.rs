@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::ActionError;
 use crate::db::jobs::{self, Job};
 use crate::db::{DbError, documents};
-use crate::jobs::{JobSpec, catalogue, find};
+use crate::jobs::{JobSpec, document_status_owners, find};
 
 /// The safe message of a job an operator cancelled (dashboard and CLI alike).
 pub const CANCELLED_BY_OPERATOR: &str = "cancelled by an operator";
@@ -43,14 +43,6 @@ async fn find_in_scope(
         JobScope::Any => jobs::find_job(conn, job_id).await?,
     };
     job.ok_or(ActionError::NotFound)
-}
-
-/// The job types whose outcome is their document's status.
-fn status_owners() -> Vec<&'static str> {
-    catalogue()
-        .filter(|spec| spec.owns_document_status)
-        .map(|spec| spec.job_type)
-        .collect()
 }
 
 fn owns_document_status(job: &Job) -> bool {
@@ -130,7 +122,7 @@ pub async fn cancel(
     safe_message: &str,
 ) -> Result<Job, ActionError> {
     let job = find_in_scope(conn, scope, job_id).await?;
-    let owners = status_owners();
+    let owners = document_status_owners();
     let cancelled = conn
         .transaction::<_, DbError, _>(async |conn| {
             if jobs::cancel_jobs(conn, &[job.id], safe_message).await? == 0 {

@@ -1,4 +1,5 @@
-//! Recovery and retention (DESIGN §5): the rescuer, lost-message recovery and pruning.
+//! Recovery and retention (DESIGN §5): the rescuer, lost-message recovery and pruning
+//! of finished work (each run by its own dispatcher maintenance service).
 //! Every statement re-checks, in its own WHERE, what the caller saw when it chose the
 //! rows, so it is safe with any number of dispatchers and with workers finishing at the
 //! same moment.
@@ -14,7 +15,8 @@ use uuid::Uuid;
 use super::DbError;
 use super::jobs::duration_millis;
 
-/// Advisory lock keys of the periodic tasks that must run once per tick.
+/// Advisory lock keys of the maintenance tasks that must run in one dispatcher per
+/// interval.
 pub mod locks {
     pub const RESCUER: i64 = 0x5155_4952_0001;
     pub const LOST_MESSAGES: i64 = 0x5155_4952_0002;
@@ -78,7 +80,8 @@ pub struct Rescued {
 /// `RUNNING` jobs whose lease expired: back to `QUEUED` with a new event due now, or
 /// `FAILED` (`worker_lost`) when their attempts are spent — a poison pill that kills its
 /// worker every time ends here instead of looping. Each UPDATE re-checks status,
-/// attempt and lease, so a job that finished meanwhile keeps its result.
+/// attempt and lease, so a job that finished meanwhile keeps its result. A job whose
+/// outcome is its document's status fails its document too.
 pub async fn rescue_expired_leases(
     conn: &mut AsyncPgConnection,
     limit: i64,
@@ -151,12 +154,13 @@ pub async fn rescue_expired_leases(
                      updated_at = now() \
                  FROM job \
                  WHERE d.id = job.document_id AND d.tenant_id = job.tenant_id \
-                   AND job.job_type = 'analyze-document' \
+                   AND job.job_type = ANY($3) \
                  RETURNING d.id) \
              SELECT count(*) AS count FROM job",
         )
         .bind::<Array<SqlUuid>, _>(ids)
         .bind::<Array<Int4>, _>(attempts)
+        .bind::<Array<diesel::sql_types::Text>, _>(crate::jobs::document_status_owners())
         .get_result::<Count>(conn)
         .await?
         .count
@@ -284,8 +288,6 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
     .get_result::<Count>(conn)
     .await?
     .count;
-    // Rows of workers that died without saying goodbye.
-    super::workers::prune_gone(conn).await?;
     Ok(Pruned {
         events: usize::try_from(events).unwrap_or(0),
         jobs: usize::try_from(jobs).unwrap_or(0),

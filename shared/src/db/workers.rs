@@ -79,11 +79,14 @@ pub async fn live(conn: &mut AsyncPgConnection) -> Result<Vec<WorkerRow>, DbErro
         .await?)
 }
 
-/// Forgets workers not seen for an hour (dispatcher maintenance).
+/// Forgets workers not seen for an hour (the dispatcher's worker-pruning service). On
+/// the database clock, which stamped `last_seen_at`: dispatcher and worker hosts' clocks
+/// may disagree.
 pub async fn prune_gone(conn: &mut AsyncPgConnection) -> Result<usize, DbError> {
-    let before = OffsetDateTime::now_utc() - time::Duration::hours(1);
+    let an_hour_ago =
+        diesel::dsl::sql::<diesel::sql_types::Timestamptz>("now() - interval '1 hour'");
     Ok(
-        diesel::delete(workers::table.filter(workers::last_seen_at.lt(before)))
+        diesel::delete(workers::table.filter(workers::last_seen_at.lt(an_hour_ago)))
             .execute(conn)
             .await?,
     )

@@ -26,7 +26,9 @@ use uuid::Uuid;
 pub use catalogue::{JobSpec, RETIRED_JOB_TYPES, render_markdown};
 pub use context::JobContext;
 pub use error::JobError;
-pub use registry::{Prepared, Runnable, catalogue, find, job_types, public_job_types};
+pub use registry::{
+    Prepared, Runnable, catalogue, document_status_owners, find, job_types, public_job_types,
+};
 pub use types::*;
 
 use crate::db::DbError;

@@ -124,6 +124,14 @@ pub fn job_types() -> impl Iterator<Item = &'static str> {
     catalogue().map(|spec| spec.job_type)
 }
 
+/// The types whose outcome is their document's status (`OWNS_DOCUMENT_STATUS`).
+pub fn document_status_owners() -> Vec<&'static str> {
+    catalogue()
+        .filter(|spec| spec.owns_document_status)
+        .map(|spec| spec.job_type)
+        .collect()
+}
+
 /// The types an API client or operator may see (never the fault suite's).
 pub fn public_job_types() -> impl Iterator<Item = JobSpec> {
     catalogue().filter(|spec| spec.public)

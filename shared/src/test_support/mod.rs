@@ -125,6 +125,15 @@ impl TestContext {
     }
 }
 
+/// The job `job_id`, which must exist.
+pub async fn job(pool: &crate::db::PgPool, job_id: Uuid) -> crate::db::jobs::Job {
+    let mut conn = pool.get().await.expect("connection");
+    crate::db::jobs::find_job(&mut conn, job_id)
+        .await
+        .expect("query job")
+        .expect("job exists")
+}
+
 /// The test profile's settings with `env` on top.
 pub fn test_settings(env: &[(&str, &str)]) -> Settings {
     let env: HashMap<String, String> = env

@@ -149,8 +149,8 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
 fn spawn(mut command: Command, namespace: &str) -> anyhow::Result<Child> {
     command
         .env("QUIRE__REDIS__NAMESPACE", namespace)
-        .env("QUIRE__DISPATCHER__ADMIN_LISTEN", "")
-        .env("QUIRE__WORKER__ADMIN_LISTEN", "")
+        .env("QUIRE__DISPATCHER__PROBE_LISTEN", "")
+        .env("QUIRE__WORKER__PROBE_LISTEN", "")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

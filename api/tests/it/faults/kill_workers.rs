@@ -15,7 +15,7 @@ async fn killing_workers_mid_run_loses_and_duplicates_nothing() {
     let mut stack = Stack::new(TestContext::new().await).await;
     stack.start_all().await;
     let lease = Duration::from_secs(stack.context.settings.worker.lease_seconds);
-    let tick = Duration::from_millis(stack.context.settings.dispatcher.maintenance_interval_ms);
+    let tick = Duration::from_millis(stack.context.settings.dispatcher.rescuer_interval_ms);
     let count = 2_000 * scale();
     let ids = stack
         .enqueue(
@@ -52,7 +52,7 @@ async fn killing_workers_mid_run_loses_and_duplicates_nothing() {
     let tally = tally(&stack.pool, &ids).await;
     println!("kill_workers: kills={kills} settled_after_last_kill={settled:?} {tally:?}");
     assert!(kills >= 2, "the run ended before the faults: {kills} kills");
-    // The last kill's orphans wait at most a lease plus a maintenance tick to be
+    // The last kill's orphans wait at most a lease plus a rescuer interval to be
     // rescued; the rest is the little work the last two seconds left.
     assert!(
         settled < lease + tick + Duration::from_secs(5),

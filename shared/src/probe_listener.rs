@@ -1,6 +1,7 @@
-//! The small HTTP listener of the dispatcher and the worker: `/healthz`, `/readyz` and
-//! `/metrics`, on the address their `admin_listen` setting names (empty: none). The API
-//! serves the same three routes on its own server.
+//! The probe listener of the dispatcher and the worker: a small HTTP server for the
+//! orchestrator's liveness and readiness probes (`/healthz`, `/readyz`) and the
+//! Prometheus scrape (`/metrics`), on the address their `probe_listen` setting names
+//! (empty: none). The API serves the same three routes on its own server.
 
 use std::net::TcpListener;
 
@@ -13,7 +14,7 @@ use crate::health;
 
 struct Probes {
     pool: PgPool,
-    redis: crate::broker::RedisPool,
+    redis: crate::redis_client::RedisPool,
 }
 
 async fn healthz() -> HttpResponse {
@@ -40,7 +41,7 @@ async fn metrics() -> HttpResponse {
 pub fn spawn(
     address: &str,
     pool: PgPool,
-    redis: crate::broker::RedisPool,
+    redis: crate::redis_client::RedisPool,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Option<u16>> {
     if address.is_empty() {
@@ -48,10 +49,10 @@ pub fn spawn(
     }
     crate::metrics::install();
     let listener = TcpListener::bind(address)
-        .with_context(|| format!("failed to bind the admin listener {address}"))?;
+        .with_context(|| format!("failed to bind the probe listener {address}"))?;
     let port = listener
         .local_addr()
-        .context("admin listener has no address")?
+        .context("probe listener has no address")?
         .port();
     let probes = web::Data::new(Probes { pool, redis });
     let server = HttpServer::new(move || {
@@ -65,7 +66,7 @@ pub fn spawn(
     .disable_signals()
     .shutdown_timeout(1)
     .listen(listener)
-    .context("admin listener failed to listen")?
+    .context("probe listener failed to listen")?
     .run();
     let handle = server.handle();
     tokio::spawn(async move {
@@ -73,6 +74,6 @@ pub fn spawn(
         handle.stop(true).await;
     });
     tokio::spawn(server);
-    tracing::info!(port, "admin listener serving /healthz, /readyz, /metrics");
+    tracing::info!(port, "probe listener serving /healthz, /readyz, /metrics");
     Ok(Some(port))
 }

@@ -1,0 +1,77 @@
+//! Lost-message recovery (DESIGN §5): a `QUEUED` job whose current event was published
+//! before the oldest message still in its list (or before `now() - grace` when the list
+//! is empty) was popped and never claimed, or Redis lost it: it gets a new event. One
+//! dispatcher per interval (an advisory lock).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use futures_util::FutureExt;
+use quire_shared::broker;
+use quire_shared::db::PgPool;
+use quire_shared::db::maintenance::{self, locks};
+use quire_shared::redis_client::RedisPool;
+
+use super::Task;
+
+pub struct LostMessages {
+    pool: PgPool,
+    redis: RedisPool,
+    namespace: String,
+    grace: Duration,
+    batch: i64,
+}
+
+impl LostMessages {
+    pub fn new(
+        pool: PgPool,
+        redis: RedisPool,
+        namespace: String,
+        grace: Duration,
+        batch: i64,
+    ) -> Self {
+        Self {
+            pool,
+            redis,
+            namespace,
+            grace,
+            batch,
+        }
+    }
+}
+
+impl Task for LostMessages {
+    /// Jobs announced again; `None` when another dispatcher held this interval.
+    type Report = Option<usize>;
+    const NAME: &'static str = "lost-messages";
+
+    async fn run_once(&self) -> anyhow::Result<Option<usize>> {
+        let types: Vec<&str> = quire_shared::jobs::job_types().collect();
+        // Without Redis nobody can tell a lost message from a queued one: the pass fails
+        // and changes nothing.
+        let oldest = broker::oldest_event_ids(&self.redis, &self.namespace, &types)
+            .await
+            .context("failed to read the oldest message of each list")?;
+        let mut conn = self.pool.get().await.context("no database connection")?;
+        let (grace, batch) = (self.grace, self.batch);
+        let reannounced = maintenance::once_per_tick(&mut conn, locks::LOST_MESSAGES, |conn| {
+            async move {
+                let mut total = 0;
+                for (job_type, oldest_event) in &oldest {
+                    total +=
+                        maintenance::reannounce_lost(conn, job_type, *oldest_event, grace, batch)
+                            .await?;
+                }
+                Ok(total)
+            }
+            .boxed()
+        })
+        .await
+        .context("failed to announce lost messages again")?;
+        if let Some(count @ 1..) = reannounced {
+            metrics::counter!(quire_shared::metrics::REPUBLISHED).increment(count as u64);
+            tracing::warn!(count, "re-announced jobs whose message was lost");
+        }
+        Ok(reannounced)
+    }
+}

@@ -1,0 +1,12 @@
+//! Integration tests of the dispatcher against real PostgreSQL and Redis started by
+//! scripts/test: its publisher and each maintenance service. One binary; a module per
+//! feature.
+
+mod claim_recovery;
+mod lost_messages;
+mod message_shape;
+mod redis_outage;
+mod rescuer;
+mod retention;
+mod support;
+mod worker_pruning;

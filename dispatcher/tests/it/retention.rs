@@ -1,0 +1,138 @@
+//! Retention: delivered events no active job depends on and finished jobs are deleted
+//! after their ages, `FAILED` jobs kept longer; active work is never touched.
+
+use std::time::Duration;
+
+use quire_dispatcher::maintenance::{Retention, Task};
+use quire_shared::db::jobs::{self, Enqueued};
+use quire_shared::db::maintenance::Retention as Ages;
+use uuid::Uuid;
+
+use crate::support::World;
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+fn ages() -> Ages {
+    Ages {
+        events: 7 * DAY,
+        finished_jobs: 30 * DAY,
+        failed_jobs: 90 * DAY,
+        batch: 1000,
+    }
+}
+
+/// Runs the job and finishes it, `SUCCEEDED` or `FAILED`, `days` ago.
+async fn finished(world: &World, succeeded: bool, days: i32) -> Enqueued {
+    let enqueued = world.enqueue().await;
+    let fence = world
+        .claim(enqueued, Duration::from_secs(60))
+        .await
+        .fence()
+        .expect("fence");
+    let mut conn = world.pool.get().await.expect("connection");
+    let done = if succeeded {
+        jobs::mark_succeeded(&mut conn, &fence).await
+    } else {
+        jobs::mark_failed(&mut conn, &fence, "test_failure", "failed for the test").await
+    };
+    assert!(done.expect("finish"), "the job finished");
+    world
+        .execute(
+            &format!(
+                "UPDATE processing_jobs SET finished_at = now() - interval '{days} days' WHERE id = $1"
+            ),
+            enqueued.job_id,
+        )
+        .await;
+    enqueued
+}
+
+/// Marks the job's events published and created `days` ago.
+async fn delivered(world: &World, job_id: Uuid, days: i32) {
+    world
+        .execute(
+            &format!(
+                "UPDATE outbox_events SET status = 'PUBLISHED', published_at = now(), \
+                 created_at = now() - interval '{days} days' WHERE job_id = $1"
+            ),
+            job_id,
+        )
+        .await;
+}
+
+async fn exists(world: &World, job_id: Uuid) -> bool {
+    let mut conn = world.pool.get().await.expect("connection");
+    jobs::find_job(&mut conn, job_id)
+        .await
+        .expect("query job")
+        .is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_go_after_their_age_and_failed_ones_are_kept_longer() {
+    let world = World::new().await;
+    let succeeded_old = finished(&world, true, 31).await;
+    let succeeded_recent = finished(&world, true, 1).await;
+    let failed_kept = finished(&world, false, 31).await;
+    let failed_old = finished(&world, false, 91).await;
+    let queued = world.enqueue().await;
+    world
+        .execute(
+            "UPDATE processing_jobs SET queued_at = now() - interval '100 days' WHERE id = $1",
+            queued.job_id,
+        )
+        .await;
+
+    let pruned = Retention::new(world.pool.clone(), ages())
+        .run_once()
+        .await
+        .expect("retention")
+        .expect("no other dispatcher holds the lock");
+
+    assert_eq!(pruned.jobs, 2);
+    assert!(!exists(&world, succeeded_old.job_id).await);
+    assert!(!exists(&world, failed_old.job_id).await);
+    assert!(
+        world.events(succeeded_old.job_id).await.is_empty(),
+        "a pruned job's events go with it"
+    );
+    assert!(exists(&world, succeeded_recent.job_id).await);
+    assert!(
+        exists(&world, failed_kept.job_id).await,
+        "a failed job is kept for inspection"
+    );
+    assert!(
+        exists(&world, queued.job_id).await,
+        "active work is never pruned"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_delivered_events_go_unless_an_active_job_still_depends_on_them() {
+    let world = World::new().await;
+    let done = finished(&world, true, 1).await;
+    delivered(&world, done.job_id, 8).await;
+    let waiting = world.enqueue().await;
+    delivered(&world, waiting.job_id, 8).await;
+    let recent = finished(&world, true, 1).await;
+    delivered(&world, recent.job_id, 1).await;
+
+    let pruned = Retention::new(world.pool.clone(), ages())
+        .run_once()
+        .await
+        .expect("retention")
+        .expect("no other dispatcher holds the lock");
+
+    assert_eq!((pruned.events, pruned.jobs), (1, 0));
+    assert!(world.events(done.job_id).await.is_empty());
+    assert!(
+        exists(&world, done.job_id).await,
+        "the job outlives its event"
+    );
+    assert_eq!(
+        world.events(waiting.job_id).await.len(),
+        1,
+        "a queued job's current event is what lost-message recovery reads"
+    );
+    assert_eq!(world.events(recent.job_id).await.len(), 1);
+}
