@@ -179,6 +179,25 @@ macro_rules! enqueue_ctes {
 }
 pub(crate) use enqueue_ctes;
 
+/// The CTE `event` that gives each row of a CTE `job` (columns `id, tenant_id,
+/// job_type` and the previous event's id) its NEXT outbox event: a retry, a rescue, a
+/// re-announcement. Its message is built in SQL by `quire_event_message`, which carries
+/// the previous event's request id over (the `message_shape` test holds it to the Rust
+/// shape). Arguments: the new event's id, the previous event's id, when it is due.
+macro_rules! next_event_cte {
+    ($event:literal, $previous:literal, $due:literal) => {
+        concat!(
+            "event AS ( \
+                 INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
+                 SELECT ", $event, ", job.id, job.tenant_id, job.job_type, \
+                        quire_event_message(", $event, ", job.id, job.tenant_id, job.job_type, ", $previous, "), \
+                        'PENDING', ", $due, " \
+                 FROM job RETURNING id)"
+        )
+    };
+}
+pub(crate) use next_event_cte;
+
 #[derive(QueryableByName)]
 struct EnqueuedRow {
     #[diesel(sql_type = SqlUuid)]
@@ -449,7 +468,7 @@ pub async fn requeue_for_retry(
     safe_message: &str,
 ) -> Result<bool, DbError> {
     let event_id = Uuid::now_v7();
-    let requeued = diesel::sql_query(
+    let requeued = diesel::sql_query(concat!(
         "WITH job AS ( \
              UPDATE processing_jobs AS j \
              SET status = 'QUEUED', current_event_id = $4, worker_id = NULL, \
@@ -458,15 +477,14 @@ pub async fn requeue_for_retry(
              FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
              WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
                AND j.last_task_id = $8 \
-             RETURNING j.id, j.tenant_id, j.job_type, prev.previous), \
-         event AS ( \
-             INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
-             SELECT $4, job.id, job.tenant_id, job.job_type, \
-                    quire_event_message($4, job.id, job.tenant_id, job.job_type, job.previous), \
-                    'PENDING', now() + $5 * interval '1 millisecond' \
-             FROM job RETURNING id) \
-         SELECT count(*) AS count FROM event",
-    )
+             RETURNING j.id, j.tenant_id, j.job_type, prev.previous), ",
+        next_event_cte!(
+            "$4",
+            "job.previous",
+            "now() + $5 * interval '1 millisecond'"
+        ),
+        " SELECT count(*) AS count FROM event"
+    ))
     .bind::<SqlUuid, _>(fence.job_id)
     .bind::<Text, _>(&fence.worker_id)
     .bind::<Int4, _>(fence.attempt)
@@ -540,7 +558,7 @@ pub async fn retry_failed_job(
     fresh_attempts: i32,
 ) -> Result<bool, DbError> {
     let event_id = Uuid::now_v7();
-    let retried = diesel::sql_query(
+    let retried = diesel::sql_query(concat!(
         "WITH job AS ( \
              UPDATE processing_jobs AS j \
              SET status = 'QUEUED', current_event_id = $4, max_attempts = j.attempts + $5, \
@@ -550,15 +568,10 @@ pub async fn retry_failed_job(
              FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
              WHERE j.id = $1 AND j.tenant_id = $2 AND j.document_id IS NOT DISTINCT FROM $3 \
                AND j.status = 'FAILED' \
-             RETURNING j.id, j.tenant_id, j.job_type, prev.previous), \
-         event AS ( \
-             INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
-             SELECT $4, job.id, job.tenant_id, job.job_type, \
-                    quire_event_message($4, job.id, job.tenant_id, job.job_type, job.previous), \
-                    'PENDING', now() \
-             FROM job RETURNING id) \
-         SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",
-    )
+             RETURNING j.id, j.tenant_id, j.job_type, prev.previous), ",
+        next_event_cte!("$4", "job.previous", "now()"),
+        " SELECT count(pg_notify('quire_outbox', '')) AS count FROM event"
+    ))
     .bind::<SqlUuid, _>(job_id)
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<Nullable<SqlUuid>, _>(document_id)

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::DbError;
 use super::jobs::duration_millis;
+use super::jobs::next_event_cte;
 
 /// Advisory lock keys of the maintenance tasks that must run in one dispatcher per
 /// interval.
@@ -104,7 +105,7 @@ pub async fn rescue_expired_leases(
         let ids: Vec<Uuid> = retry.iter().map(|job| job.id).collect();
         let attempts: Vec<i32> = retry.iter().map(|job| job.attempts).collect();
         let events: Vec<Uuid> = retry.iter().map(|_| Uuid::now_v7()).collect();
-        diesel::sql_query(
+        diesel::sql_query(concat!(
             "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::int4[], $3::uuid[]) AS s(id, attempts, event_id)), \
              job AS ( \
                  UPDATE processing_jobs AS j \
@@ -115,15 +116,10 @@ pub async fn rescue_expired_leases(
                  WHERE j.id = seen.id AND prev.id = seen.id \
                    AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
                    AND j.lease_expires_at < now() AND j.attempts < j.max_attempts \
-                 RETURNING j.id, j.tenant_id, j.job_type, seen.event_id, prev.current_event_id AS previous), \
-             event AS ( \
-                 INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
-                 SELECT job.event_id, job.id, job.tenant_id, job.job_type, \
-                        quire_event_message(job.event_id, job.id, job.tenant_id, job.job_type, job.previous), \
-                        'PENDING', now() \
-                 FROM job RETURNING id) \
-             SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",
-        )
+                 RETURNING j.id, j.tenant_id, j.job_type, seen.event_id, prev.current_event_id AS previous), ",
+            next_event_cte!("job.event_id", "job.previous", "now()"),
+            " SELECT count(pg_notify('quire_outbox', '')) AS count FROM event"
+        ))
         .bind::<Array<SqlUuid>, _>(ids)
         .bind::<Array<Int4>, _>(attempts)
         .bind::<Array<SqlUuid>, _>(events)
@@ -212,22 +208,17 @@ pub async fn reannounce_lost(
     let ids: Vec<Uuid> = unclaimed.iter().map(|job| job.id).collect();
     let old_events: Vec<Uuid> = unclaimed.iter().map(|job| job.current_event_id).collect();
     let new_events: Vec<Uuid> = unclaimed.iter().map(|_| Uuid::now_v7()).collect();
-    let count = diesel::sql_query(
+    let count = diesel::sql_query(concat!(
         "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[]) AS s(id, old_event, new_event)), \
          job AS ( \
              UPDATE processing_jobs AS j \
              SET current_event_id = seen.new_event, updated_at = now() \
              FROM seen \
              WHERE j.id = seen.id AND j.status = 'QUEUED' AND j.current_event_id = seen.old_event \
-             RETURNING j.id, j.tenant_id, j.job_type, seen.new_event, seen.old_event), \
-         event AS ( \
-             INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
-             SELECT job.new_event, job.id, job.tenant_id, job.job_type, \
-                    quire_event_message(job.new_event, job.id, job.tenant_id, job.job_type, job.old_event), \
-                    'PENDING', now() \
-             FROM job RETURNING id) \
-         SELECT count(pg_notify('quire_outbox', '')) AS count FROM event",
-    )
+             RETURNING j.id, j.tenant_id, j.job_type, seen.new_event, seen.old_event), ",
+        next_event_cte!("job.new_event", "job.old_event", "now()"),
+        " SELECT count(pg_notify('quire_outbox', '')) AS count FROM event"
+    ))
     .bind::<Array<SqlUuid>, _>(ids)
     .bind::<Array<SqlUuid>, _>(old_events)
     .bind::<Array<SqlUuid>, _>(new_events)
