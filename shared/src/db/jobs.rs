@@ -582,6 +582,26 @@ pub async fn retry_failed_job(
     Ok(retried.count == 1)
 }
 
+/// The end of every cancellation statement, after a CTE `jobs` of the cancelled job ids:
+/// their undelivered events are cancelled too, in the same statement (so no dispatcher
+/// publishes a cancelled job), and the statement answers how many jobs it cancelled.
+macro_rules! cancel_events_cte {
+    () => {
+        "events AS ( \
+             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
+             WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING') \
+             RETURNING id) \
+         SELECT count(*) AS count FROM jobs"
+    };
+}
+
+/// A cancellation statement's count, also counted in the metrics.
+fn counted_cancellations(cancelled: Count) -> usize {
+    let cancelled = usize::try_from(cancelled.count).unwrap_or(0);
+    metrics::counter!(crate::metrics::JOBS_CANCELLED).increment(cancelled as u64);
+    cancelled
+}
+
 /// `QUEUED | RUNNING → CANCELLED` for every active job of a document, and
 /// `PENDING | PUBLISHING → CANCELLED` for their events, in one statement (call in the
 /// trash transaction). A running handler notices at its next heartbeat.
@@ -590,27 +610,21 @@ pub async fn cancel_document_jobs(
     tenant_id: Uuid,
     document_id: Uuid,
 ) -> Result<usize, DbError> {
-    let cancelled = diesel::sql_query(
+    let cancelled = diesel::sql_query(concat!(
         "WITH jobs AS ( \
              UPDATE processing_jobs \
              SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
                  error_code = 'cancelled', error_message = 'the document was trashed', \
                  updated_at = now() \
              WHERE tenant_id = $1 AND document_id = $2 AND status IN ('QUEUED', 'RUNNING') \
-             RETURNING id), \
-         events AS ( \
-             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
-             WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING') \
-             RETURNING id) \
-         SELECT count(*) AS count FROM jobs",
-    )
+             RETURNING id), ",
+        cancel_events_cte!()
+    ))
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(document_id)
     .get_result::<Count>(conn)
     .await?;
-    let cancelled = usize::try_from(cancelled.count).unwrap_or(0);
-    metrics::counter!(crate::metrics::JOBS_CANCELLED).increment(cancelled as u64);
-    Ok(cancelled)
+    Ok(counted_cancellations(cancelled))
 }
 
 /// `QUEUED | RUNNING → CANCELLED` for the given jobs and their undelivered events
@@ -620,26 +634,20 @@ pub async fn cancel_jobs(
     job_ids: &[Uuid],
     safe_message: &str,
 ) -> Result<usize, DbError> {
-    let cancelled = diesel::sql_query(
+    let cancelled = diesel::sql_query(concat!(
         "WITH jobs AS ( \
              UPDATE processing_jobs \
              SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
                  error_code = 'cancelled', error_message = $2, updated_at = now() \
              WHERE id = ANY($1) AND status IN ('QUEUED', 'RUNNING') \
-             RETURNING id), \
-         events AS ( \
-             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
-             WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING') \
-             RETURNING id) \
-         SELECT count(*) AS count FROM jobs",
-    )
+             RETURNING id), ",
+        cancel_events_cte!()
+    ))
     .bind::<Array<SqlUuid>, _>(job_ids)
     .bind::<Text, _>(bounded(safe_message))
     .get_result::<Count>(conn)
     .await?;
-    let cancelled = usize::try_from(cancelled.count).unwrap_or(0);
-    metrics::counter!(crate::metrics::JOBS_CANCELLED).increment(cancelled as u64);
-    Ok(cancelled)
+    Ok(counted_cancellations(cancelled))
 }
 
 /// `QUEUED → CANCELLED` for a document's queued jobs of one type, and their undelivered
@@ -651,28 +659,22 @@ pub async fn cancel_queued_document_jobs(
     job_type: &str,
     safe_message: &str,
 ) -> Result<usize, DbError> {
-    let cancelled = diesel::sql_query(
+    let cancelled = diesel::sql_query(concat!(
         "WITH jobs AS ( \
              UPDATE processing_jobs \
              SET status = 'CANCELLED', finished_at = now(), error_code = 'cancelled', \
                  error_message = $4, updated_at = now() \
              WHERE tenant_id = $1 AND document_id = $2 AND job_type = $3 AND status = 'QUEUED' \
-             RETURNING id), \
-         events AS ( \
-             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
-             WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING') \
-             RETURNING id) \
-         SELECT count(*) AS count FROM jobs",
-    )
+             RETURNING id), ",
+        cancel_events_cte!()
+    ))
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(document_id)
     .bind::<Text, _>(job_type)
     .bind::<Text, _>(bounded(safe_message))
     .get_result::<Count>(conn)
     .await?;
-    let cancelled = usize::try_from(cancelled.count).unwrap_or(0);
-    metrics::counter!(crate::metrics::JOBS_CANCELLED).increment(cancelled as u64);
-    Ok(cancelled)
+    Ok(counted_cancellations(cancelled))
 }
 
 /// The jobs of one of this tenant's documents, oldest first.
