@@ -10,7 +10,7 @@ use base64::Engine;
 use futures_util::{SinkExt, StreamExt};
 use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
-use quire_shared::test_support::{eventually, free_port};
+use quire_shared::test_support::{DEADLINE, eventually, free_port};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -18,8 +18,6 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use uuid::Uuid;
 
 use crate::helpers::TestApp;
-
-const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A headless Chromium with its DevTools endpoint on a free port; killed when dropped.
 struct Browser {

@@ -1,22 +1,19 @@
 //! `TestApp`: the API on port 0 in-process, with a dispatcher and workers started on
 //! demand, each on this test's own database, Redis namespace and storage folder.
 
-use std::time::Duration;
-
 use quire_api::Application;
 use quire_shared::config::Settings;
 use quire_shared::db::PgPool;
-use quire_shared::db::jobs::{self, Job};
+use quire_shared::db::jobs::Job;
 use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
-use quire_shared::test_support::{TestContext, eventually};
+use quire_shared::test_support::{self, RunningService, TestContext};
 use reqwest::multipart::{Form, Part};
 use serde_json::Value;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub use quire_shared::test_support::DEADLINE;
 
 pub struct TestApp {
     pub context: TestContext,
@@ -26,22 +23,6 @@ pub struct TestApp {
     pub tenant_id: Uuid,
     pub token: String,
     shutdown: CancellationToken,
-}
-
-/// A started worker: cancel `stop` and await `handle` to drain it.
-pub struct RunningWorker {
-    pub stop: CancellationToken,
-    pub handle: JoinHandle<anyhow::Result<()>>,
-}
-
-impl RunningWorker {
-    pub async fn drain(self) {
-        self.stop.cancel();
-        self.handle
-            .await
-            .expect("worker task panicked")
-            .expect("worker failed");
-    }
 }
 
 impl TestApp {
@@ -87,13 +68,8 @@ impl TestApp {
         ));
     }
 
-    pub fn start_worker(&self) -> RunningWorker {
-        let stop = self.shutdown.child_token();
-        let handle = tokio::spawn(quire_worker::run(
-            self.context.settings.clone(),
-            stop.clone(),
-        ));
-        RunningWorker { stop, handle }
+    pub fn start_worker(&self) -> RunningService {
+        self.start_worker_with(self.context.settings.clone())
     }
 
     pub async fn upload_as(
@@ -199,78 +175,25 @@ impl TestApp {
         )
     }
 
-    /// A connection to this app's Redis.
-    pub async fn redis(&self) -> deadpool_redis::redis::aio::MultiplexedConnection {
-        deadpool_redis::redis::Client::open(self.context.settings.redis.url.expose())
-            .expect("redis client")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("redis connection")
-    }
-
-    /// Pushes `raw` onto this app's list of `job_type`, as a dispatcher would.
-    pub async fn push_raw(&self, job_type: &str, raw: &str) {
-        let key = quire_shared::broker::queue_key(&self.context.namespace, job_type);
-        let mut pipeline = deadpool_redis::redis::pipe();
-        quire_shared::broker::push(&mut pipeline, &key, raw);
-        pipeline
-            .query_async::<()>(&mut self.redis().await)
-            .await
-            .expect("push");
-    }
-
-    /// Waits until workers have popped every message of `job_type`'s list.
-    pub async fn wait_until_consumed(&self, job_type: &str) {
-        let key = quire_shared::broker::queue_key(&self.context.namespace, job_type);
-        let redis = self.redis().await;
-        eventually(
-            DEADLINE,
-            &format!("the {job_type} list is consumed"),
-            || {
-                let mut redis = redis.clone();
-                let key = key.clone();
-                async move {
-                    let length: i64 = deadpool_redis::redis::cmd("LLEN")
-                        .arg(&key)
-                        .query_async(&mut redis)
-                        .await
-                        .ok()?;
-                    (length == 0).then_some(())
-                }
-            },
-        )
-        .await;
-    }
-
     pub async fn job(&self, job_id: Uuid) -> Job {
-        quire_shared::test_support::job(&self.pool, job_id).await
+        test_support::job(&self.pool, job_id).await
     }
 
     /// Waits until the job reaches `status`, failing fast if it ends in another state.
     pub async fn wait_for_job(&self, job_id: Uuid, status: JobStatus) -> Job {
-        eventually(DEADLINE, &format!("job {job_id} is {status}"), || async {
-            let job = self.job(job_id).await;
-            if job.status != status && job.status.is_terminal() {
-                panic!(
-                    "job ended {} ({:?}), expected {status}",
-                    job.status, job.error_code
-                );
-            }
-            (job.status == status).then_some(job)
-        })
-        .await
+        test_support::wait_for_job(&self.pool, job_id, status).await
     }
 }
 
 impl TestApp {
     /// The fault oracle's tables (see the worker's `fault-test` handler).
     pub async fn create_oracle_tables(&self) {
-        create_oracle_tables(&self.pool).await;
+        test_support::create_oracle_tables(&self.pool).await;
     }
 
     /// Enqueues `count` `fault-test` jobs of tenant A, committed in batches.
     pub async fn enqueue_fault_jobs(&self, count: usize, payload: FaultTest) -> Vec<Uuid> {
-        enqueue_fault_jobs(
+        test_support::enqueue_fault_jobs(
             &self.pool,
             self.tenant_id,
             count,
@@ -288,74 +211,9 @@ impl TestApp {
         settings
     }
 
-    pub fn start_worker_with(&self, settings: Settings) -> RunningWorker {
-        let stop = self.shutdown.child_token();
-        let handle = tokio::spawn(quire_worker::run(settings, stop.clone()));
-        RunningWorker { stop, handle }
+    pub fn start_worker_with(&self, settings: Settings) -> RunningService {
+        RunningService::spawn(quire_worker::run, settings, &self.shutdown)
     }
-}
-
-pub async fn create_oracle_tables(pool: &PgPool) {
-    let mut conn = pool.get().await.expect("connection");
-    for statement in [
-        "CREATE TABLE IF NOT EXISTS fault_effects ( \
-             job_id uuid PRIMARY KEY, duplicates integer NOT NULL DEFAULT 0, \
-             at timestamptz NOT NULL DEFAULT now())",
-        "CREATE TABLE IF NOT EXISTS fault_starts ( \
-             id bigserial PRIMARY KEY, job_id uuid NOT NULL, worker_id text NOT NULL, \
-             attempt integer NOT NULL, at timestamptz NOT NULL DEFAULT now())",
-    ] {
-        diesel_async::RunQueryDsl::execute(diesel::sql_query(statement), &mut conn)
-            .await
-            .expect("create oracle table");
-    }
-}
-
-pub async fn enqueue_fault_jobs(
-    pool: &PgPool,
-    tenant_id: Uuid,
-    count: usize,
-    payload: FaultTest,
-    max_attempts: i32,
-) -> Vec<Uuid> {
-    use diesel_async::AsyncConnection;
-    let mut conn = pool.get().await.expect("connection");
-    let mut ids = Vec::with_capacity(count);
-    for chunk in (0..count).collect::<Vec<_>>().chunks(250) {
-        let batch = conn
-            .transaction::<_, quire_shared::db::DbError, _>(async |conn| {
-                let mut batch = Vec::with_capacity(chunk.len());
-                for _ in chunk {
-                    let job = jobs::NewJob::new(tenant_id, payload, max_attempts, None);
-                    let enqueued = jobs::enqueue(conn, &job)
-                        .await?
-                        .expect("a fault job never conflicts");
-                    batch.push(enqueued.job_id);
-                }
-                Ok(batch)
-            })
-            .await
-            .expect("enqueue fault jobs");
-        ids.extend(batch);
-    }
-    ids
-}
-
-/// How many handler starts the oracle logged.
-pub async fn started_runs(pool: &PgPool) -> i64 {
-    #[derive(diesel::QueryableByName)]
-    struct Count {
-        #[diesel(sql_type = diesel::sql_types::Int8)]
-        count: i64,
-    }
-    let mut conn = pool.get().await.expect("connection");
-    diesel_async::RunQueryDsl::get_result::<Count>(
-        diesel::sql_query("SELECT count(*) AS count FROM fault_starts"),
-        &mut conn,
-    )
-    .await
-    .expect("count starts")
-    .count
 }
 
 impl Drop for TestApp {

@@ -2,11 +2,9 @@
 //! scripts/test. One binary; a module per feature.
 
 mod analysis;
-mod batch_claim;
 mod bench;
 mod dashboard;
 mod documents_api;
-mod duplicate_delivery;
 mod faults;
 mod fixtures;
 mod helpers;
@@ -23,10 +21,8 @@ mod redis_cluster;
 mod redis_outage;
 mod retry;
 mod route_walk;
-mod shutdown;
 mod tenancy;
 mod tenant_deletion;
 mod tenant_isolation;
-mod transient_retry;
 mod trash;
 mod upload_flow;

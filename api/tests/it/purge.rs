@@ -1,5 +1,3 @@
-use diesel::sql_types::Uuid as SqlUuid;
-use diesel_async::RunQueryDsl;
 use quire_shared::states::JobStatus;
 use serde_json::Value;
 use uuid::Uuid;
@@ -83,34 +81,4 @@ async fn restoring_withdraws_a_purge_that_has_not_started() {
             .await
             .exists()
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_for_a_retired_job_type_fails_that_job_and_the_worker_goes_on() {
-    let app = TestApp::spawn().await;
-    let (job_id, event_id) = (Uuid::now_v7(), Uuid::now_v7());
-    let mut conn = app.pool.get().await.expect("connection");
-    // As an old release would have written it.
-    diesel::sql_query(
-        "WITH job AS ( \
-             INSERT INTO processing_jobs (id, tenant_id, job_type, payload, status, max_attempts, current_event_id) \
-             VALUES ($1, $3, 'generate-thumbnails', '{}', 'QUEUED', 5, $2) RETURNING id) \
-         INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status) \
-         SELECT $2, job.id, $3, 'analyze-document', \
-                jsonb_build_object('v', 1, 'event_id', $2, 'job_id', job.id, 'tenant_id', $3, \
-                                   'job_type', 'generate-thumbnails'), 'PENDING' FROM job",
-    )
-    .bind::<SqlUuid, _>(job_id)
-    .bind::<SqlUuid, _>(event_id)
-    .bind::<SqlUuid, _>(app.tenant_id)
-    .execute(&mut conn)
-    .await
-    .expect("insert a retired job");
-    app.start_dispatcher();
-    let _worker = app.start_worker();
-    let job = app.wait_for_job(job_id, JobStatus::Failed).await;
-    assert_eq!(job.error_code.as_deref(), Some("retired_job_type"));
-    // The worker still works.
-    let (_, next) = app.upload(b"the next document").await;
-    app.wait_for_job(next, JobStatus::Succeeded).await;
 }

@@ -1,13 +1,10 @@
-use std::time::Duration;
-
 use quire_shared::broker::{EventMessage, WireMessage};
-use quire_shared::db::{jobs, outbox};
-use quire_shared::jobs::FaultTest;
+use quire_shared::db::outbox;
 use quire_shared::states::{EventStatus, JobStatus};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, started_runs};
+use crate::helpers::TestApp;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trashing_cancels_queued_work_and_a_late_message_does_nothing() {
@@ -49,13 +46,14 @@ async fn trashing_cancels_queued_work_and_a_late_message_does_nothing() {
         Uuid::now_v7(),
         time::OffsetDateTime::now_utc(),
     );
-    app.push_raw(
-        "analyze-document",
-        &serde_json::to_string(&wire).expect("json"),
-    )
-    .await;
+    app.context
+        .push_raw(
+            "analyze-document",
+            &serde_json::to_string(&wire).expect("json"),
+        )
+        .await;
     let worker = app.start_worker();
-    app.wait_until_consumed("analyze-document").await;
+    app.context.wait_until_consumed("analyze-document").await;
     worker.drain().await;
     let job = app.job(job_id).await;
     assert_eq!((job.status, job.attempts), (JobStatus::Cancelled, 0));
@@ -74,38 +72,4 @@ async fn trashing_cancels_queued_work_and_a_late_message_does_nothing() {
         .post_as(&app.token, &format!("/api/documents/{document_id}/restore"))
         .await;
     assert_eq!(again.status(), 409);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_running_job_stops_at_its_next_heartbeat_without_its_effect() {
-    let app = TestApp::spawn().await;
-    app.create_oracle_tables().await;
-    app.start_dispatcher();
-    // A drain that waits a minute: only a handler that really stopped lets it end soon.
-    let worker = app.start_worker_with(app.settings_with(|settings| {
-        settings.worker.drain_timeout_seconds = 60;
-    }));
-    let payload = FaultTest {
-        work_ms: 60_000,
-        abort: false,
-        transient_failures: 0,
-    };
-    let job_id = app.enqueue_fault_jobs(1, payload).await[0];
-    app.wait_for_job(job_id, JobStatus::Running).await;
-
-    let mut conn = app.pool.get().await.expect("connection");
-    assert_eq!(
-        jobs::cancel_jobs(&mut conn, &[job_id], "cancelled by the test")
-            .await
-            .expect("cancel"),
-        1
-    );
-    // The lease is 3 s in tests, so a heartbeat comes within a second and stops the
-    // handler; a handler still running would hold the one-minute drain.
-    tokio::time::timeout(Duration::from_secs(5), worker.drain())
-        .await
-        .expect("the cancelled job was still running 5 s after its cancellation");
-    let job = app.job(job_id).await;
-    assert_eq!(job.status, JobStatus::Cancelled);
-    assert_eq!(started_runs(&app.pool).await, 1);
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use deadpool_redis::redis;
 use quire_dispatcher::maintenance::{LostMessages, Task};
-use quire_shared::broker::{self, EventMessage, WireMessage};
+use quire_shared::broker::{EventMessage, WireMessage};
 use quire_shared::config::RedisSettings;
 use quire_shared::db::jobs::Enqueued;
 use quire_shared::db::outbox;
@@ -17,7 +17,7 @@ use quire_shared::test_support::{eventually, free_port};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::support::{DEADLINE, World};
+use crate::support::{DEADLINE, JOB_TYPE, World};
 
 /// Waits until the dispatcher published the job's only event.
 async fn published(world: &World, enqueued: Enqueued) {
@@ -62,16 +62,8 @@ async fn push_message(world: &World, enqueued: Enqueued) {
     };
     let message: EventMessage = serde_json::from_value(stored).expect("an EventMessage");
     let wire = WireMessage::publish(message, Uuid::now_v7(), OffsetDateTime::now_utc());
-    let mut pipeline = redis::pipe();
-    broker::push(
-        &mut pipeline,
-        &world.list(),
-        &serde_json::to_string(&wire).expect("serialize"),
-    );
-    pipeline
-        .query_async::<()>(&mut world.redis_command().await)
-        .await
-        .expect("push");
+    let raw = serde_json::to_string(&wire).expect("serialize");
+    world.context.push_raw(JOB_TYPE, &raw).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -53,11 +53,7 @@ async fn while_redis_is_down_the_rescuer_still_rescues() {
     // Lost-message recovery fails at every interval without Redis; the rescuer does not.
     world.start_dispatcher();
 
-    let job = eventually(DEADLINE, "the job is rescued", || async {
-        let job = world.job(enqueued.job_id).await;
-        (job.status == JobStatus::Queued).then_some(job)
-    })
-    .await;
+    let job = world.wait_for_job(enqueued.job_id, JobStatus::Queued).await;
     assert_eq!(job.error_code.as_deref(), Some("worker_lost"));
     assert_eq!(world.events(enqueued.job_id).await.len(), 2);
 }

@@ -12,11 +12,12 @@ use quire_shared::db::jobs::{self, Enqueued, Job, NewJob};
 use quire_shared::db::outbox::{self, OutboxEvent};
 use quire_shared::jobs::{BackgroundJob, BenchNoop};
 use quire_shared::redis_client::RedisPool;
+use quire_shared::states::JobStatus;
 use quire_shared::test_support::TestContext;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub use quire_shared::test_support::DEADLINE;
 
 /// The job type of test jobs: its handler does nothing, and no dispatcher code looks
 /// at a job's type.
@@ -94,6 +95,11 @@ impl World {
 
     pub async fn job(&self, job_id: Uuid) -> Job {
         quire_shared::test_support::job(&self.pool, job_id).await
+    }
+
+    /// Waits until the job reaches `status`, failing fast if it ends in another state.
+    pub async fn wait_for_job(&self, job_id: Uuid, status: JobStatus) -> Job {
+        quire_shared::test_support::wait_for_job(&self.pool, job_id, status).await
     }
 
     /// Lets the job's lease run out, as if its worker had died.

@@ -4,25 +4,43 @@
 //! superuser URL of the maintenance database) and `QUIRE_TEST_REDIS_URL`. Each test gets
 //! its own database, cloned from a migrated template, its own Redis key namespace and its
 //! own storage folder, so tests run in parallel.
+//!
+//! What the tests of every crate need lives here once: the per-test context, waiting for
+//! a job, pushing to and draining a list, a started service's drain handle and (with
+//! `fault-injection`) the fault oracle. The library cannot start a worker or a
+//! dispatcher, so each crate's own harness adds only what starts its binaries.
 
 mod database;
+#[cfg(feature = "fault-injection")]
+mod oracle;
 mod postgres_server;
+mod queues;
 mod redis_cluster;
 mod redis_server;
+mod service;
 mod wait;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use tempfile::TempDir;
 use uuid::Uuid;
 
 pub use database::TestDatabase;
+#[cfg(feature = "fault-injection")]
+pub use oracle::{create_oracle_tables, enqueue_fault_jobs, started_runs};
 pub use postgres_server::PostgresServer;
 pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port};
+pub use service::RunningService;
 pub use wait::eventually;
 
 use crate::config::{Profile, Settings, SettingsSource, workspace_config_dir};
+use crate::states::JobStatus;
+
+/// How long a test waits for what a running system does at once (a publish, a claim, a
+/// run): long enough for a loaded 2-core machine, short enough to fail a hung test.
+pub const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Reads a variable `scripts/test` sets, with a message that says how to get it.
 pub fn required_env(name: &str) -> String {
@@ -132,6 +150,26 @@ pub async fn job(pool: &crate::db::PgPool, job_id: Uuid) -> crate::db::jobs::Job
         .await
         .expect("query job")
         .expect("job exists")
+}
+
+/// Waits until the job `job_id` reaches `status`, failing fast if it ends in another
+/// terminal state (a job that failed will never succeed: no need to wait the deadline).
+pub async fn wait_for_job(
+    pool: &crate::db::PgPool,
+    job_id: Uuid,
+    status: JobStatus,
+) -> crate::db::jobs::Job {
+    eventually(DEADLINE, &format!("job {job_id} is {status}"), || async {
+        let job = job(pool, job_id).await;
+        if job.status != status && job.status.is_terminal() {
+            panic!(
+                "job ended {} ({:?}), expected {status}",
+                job.status, job.error_code
+            );
+        }
+        (job.status == status).then_some(job)
+    })
+    .await
 }
 
 /// The test profile's settings with `env` on top.

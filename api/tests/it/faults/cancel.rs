@@ -6,12 +6,11 @@ use deadpool_redis::redis;
 use quire_shared::broker::queue_key;
 use quire_shared::db::jobs;
 use quire_shared::jobs::FaultTest;
-use quire_shared::test_support::{TestContext, eventually};
+use quire_shared::test_support::{TestContext, eventually, started_runs};
 
 use super::one_at_a_time;
 use super::oracle::tally;
 use super::stack::Stack;
-use crate::helpers::started_runs;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_jobs_never_start_and_running_ones_stop() {

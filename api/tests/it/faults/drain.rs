@@ -5,12 +5,11 @@ use std::time::Duration;
 use quire_shared::db::jobs;
 use quire_shared::jobs::FaultTest;
 use quire_shared::states::JobStatus;
-use quire_shared::test_support::{TestContext, eventually};
+use quire_shared::test_support::{TestContext, eventually, started_runs};
 
 use super::one_at_a_time;
 use super::oracle::{assert_exactly_once, tally, wait_all_finished};
 use super::stack::Stack;
-use crate::helpers::started_runs;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_short_jobs_and_requeues_long_ones_at_the_deadline() {

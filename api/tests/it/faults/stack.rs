@@ -8,11 +8,11 @@ use std::time::Duration;
 use quire_shared::config::workspace_config_dir;
 use quire_shared::db::PgPool;
 use quire_shared::jobs::FaultTest;
-use quire_shared::test_support::{TestContext, eventually};
+use quire_shared::test_support::{
+    TestContext, create_oracle_tables, enqueue_fault_jobs, eventually,
+};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
-
-use crate::helpers::{create_oracle_tables, enqueue_fault_jobs};
 
 pub struct Stack {
     pub context: TestContext,

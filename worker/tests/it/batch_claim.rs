@@ -14,16 +14,16 @@ use quire_shared::states::{JobStatus, TenantStatus};
 use tokio::sync::Barrier;
 use uuid::Uuid;
 
-use crate::helpers::TestApp;
+use crate::support::World;
 
 const LEASE: Duration = Duration::from_secs(60);
 
-async fn requests_for(app: &TestApp, ids: &[Uuid]) -> Vec<ClaimRequest> {
+async fn requests_for(world: &World, ids: &[Uuid]) -> Vec<ClaimRequest> {
     let mut requests = Vec::with_capacity(ids.len());
     for &job_id in ids {
         requests.push(ClaimRequest {
             job_id,
-            event_id: app.job(job_id).await.current_event_id.expect("event"),
+            event_id: world.job(job_id).await.current_event_id.expect("event"),
             task_id: Uuid::now_v7(),
         });
     }
@@ -32,9 +32,9 @@ async fn requests_for(app: &TestApp, ids: &[Uuid]) -> Vec<ClaimRequest> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_claims_each_current_message_once_and_nothing_else() {
-    let app = TestApp::spawn().await;
-    let ids = app.enqueue_fault_jobs(3, FaultTest::default()).await;
-    let mut requests = requests_for(&app, &ids).await;
+    let world = World::new().await;
+    let ids = world.enqueue_fault_jobs(3, FaultTest::default()).await;
+    let mut requests = requests_for(&world, &ids).await;
     // A second copy of the first message, and a message of an event that is not current.
     requests.push(ClaimRequest {
         task_id: Uuid::now_v7(),
@@ -46,7 +46,7 @@ async fn a_batch_claims_each_current_message_once_and_nothing_else() {
         ..requests[1]
     });
 
-    let mut conn = app.pool.get().await.expect("connection");
+    let mut conn = world.pool.get().await.expect("connection");
     let claimed = jobs::claim_jobs(&mut conn, &requests, "worker-batch", LEASE)
         .await
         .expect("claim");
@@ -72,14 +72,14 @@ async fn a_batch_claims_each_current_message_once_and_nothing_else() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_batches_claim_every_job_exactly_once() {
-    let app = TestApp::spawn().await;
-    let ids = app.enqueue_fault_jobs(40, FaultTest::default()).await;
-    let requests = Arc::new(requests_for(&app, &ids).await);
+    let world = World::new().await;
+    let ids = world.enqueue_fault_jobs(40, FaultTest::default()).await;
+    let requests = Arc::new(requests_for(&world, &ids).await);
     let racers = 6;
     let barrier = Arc::new(Barrier::new(racers));
     let mut tasks = Vec::new();
     for racer in 0..racers {
-        let (pool, barrier, requests) = (app.pool.clone(), barrier.clone(), requests.clone());
+        let (pool, barrier, requests) = (world.pool.clone(), barrier.clone(), requests.clone());
         tasks.push(tokio::spawn(async move {
             let mut conn = pool.get().await.expect("connection");
             // Each racer holds the same messages in its own order.
@@ -100,7 +100,7 @@ async fn racing_batches_claim_every_job_exactly_once() {
     }
     assert_eq!(seen.len(), ids.len(), "every job was claimed");
     for id in ids {
-        let job = app.job(id).await;
+        let job = world.job(id).await;
         assert_eq!((job.status, job.attempts), (JobStatus::Running, 1));
     }
 }
@@ -110,10 +110,10 @@ async fn racing_batches_claim_every_job_exactly_once() {
 /// claim it again at the same attempt. The first run's fence must no longer hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_made_again_after_an_undone_one_fences_out_the_first_run() {
-    let app = TestApp::spawn().await;
-    let ids = app.enqueue_fault_jobs(1, FaultTest::default()).await;
-    let first = requests_for(&app, &ids).await;
-    let mut conn = app.pool.get().await.expect("connection");
+    let world = World::new().await;
+    let ids = world.enqueue_fault_jobs(1, FaultTest::default()).await;
+    let first = requests_for(&world, &ids).await;
+    let mut conn = world.pool.get().await.expect("connection");
     let claimed = jobs::claim_jobs(&mut conn, &first, "worker-same", LEASE)
         .await
         .expect("claim");
@@ -127,7 +127,7 @@ async fn a_claim_made_again_after_an_undone_one_fences_out_the_first_run() {
     .execute(&mut conn)
     .await
     .expect("undo the claim");
-    let again = requests_for(&app, &ids).await;
+    let again = requests_for(&world, &ids).await;
     let reclaimed = jobs::claim_jobs(&mut conn, &again, "worker-same", LEASE)
         .await
         .expect("claim again");
@@ -157,7 +157,7 @@ async fn a_claim_made_again_after_an_undone_one_fences_out_the_first_run() {
             .await
             .expect("finish")
     );
-    assert_eq!(app.job(ids[0]).await.status, JobStatus::Succeeded);
+    assert_eq!(world.job(ids[0]).await.status, JobStatus::Succeeded);
 }
 
 #[derive(diesel::QueryableByName)]
@@ -168,8 +168,8 @@ struct Count {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_statements_are_prepared_once_per_connection() {
-    let app = TestApp::spawn().await;
-    let mut conn = app.pool.get().await.expect("connection");
+    let world = World::new().await;
+    let mut conn = world.pool.get().await.expect("connection");
     let fence = Fence {
         job_id: Uuid::now_v7(),
         worker_id: "worker-nobody".to_owned(),
@@ -202,9 +202,9 @@ struct Plans {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_session_plans_the_batch_claim_once() {
-    let app = TestApp::spawn().await;
+    let world = World::new().await;
     let pool = quire_shared::db::build_pool_with(
-        &app.context.settings.database,
+        &world.context.settings.database,
         quire_shared::db::SessionMode::WORKER,
     )
     .expect("worker pool");
