@@ -20,7 +20,7 @@ pub enum JobType {
     ProvisionTenant,
     #[serde(rename = "delete-tenant")]
     DeleteTenant,
-    /// Does nothing: the queue's own cost, measured by `quire-admin bench`.
+    /// Does nothing: the queue's own cost, measured by `quire-bench`.
     #[serde(rename = "bench-noop")]
     BenchNoop,
     /// The fault suite's oracle job (feature `fault-injection`, never in a release build).
@@ -190,7 +190,7 @@ impl JobType {
                 ),
                 Self::BenchNoop => (
                     &[],
-                    "quire-admin bench",
+                    "quire-bench",
                     Some(Active),
                     RetryClass::Backoff,
                     60,

@@ -9,6 +9,7 @@ pub mod db;
 pub mod health;
 pub mod metrics;
 pub mod permissions;
+pub mod process;
 pub mod redis_client;
 pub mod retry;
 pub mod runtime;

@@ -3,7 +3,6 @@
 
 mod analysis;
 mod batch_claim;
-mod bench;
 mod dashboard;
 mod documents_api;
 mod duplicate_delivery;

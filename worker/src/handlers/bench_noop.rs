@@ -1,4 +1,4 @@
-//! `bench-noop`: succeeds at once. What `quire-admin bench` measures with it is the
+//! `bench-noop`: succeeds at once. What `quire-bench` measures with it is the
 //! queue itself: enqueue, publish, pop, claim, heartbeat, fenced finish.
 
 use async_trait::async_trait;
