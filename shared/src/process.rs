@@ -201,3 +201,19 @@ impl QuireProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binary_not_built_is_named_in_the_error_with_the_folder_it_was_looked_for_in() {
+        // This test runs from target/<profile>/deps: binaries are looked for one level up.
+        let Err(ProcessError::Missing(path)) = binary_path("quire-not-built") else {
+            panic!("a binary that was never built is missing");
+        };
+        assert!(path.ends_with("quire-not-built"), "{}", path.display());
+        let folder = path.parent().and_then(Path::file_name);
+        assert_ne!(folder, Some(OsStr::new("deps")), "{}", path.display());
+    }
+}

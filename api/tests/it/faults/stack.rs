@@ -81,8 +81,10 @@ impl Stack {
     /// Starts (or restarts) the process `name` (`api`, `dispatcher-*`, `worker-*`) with
     /// extra environment.
     pub fn spawn(&mut self, name: &str, extra: &[(&str, &str)]) {
+        // The error's text says how to build a missing binary; `expect` would show only
+        // its debug form.
         let child = Launch::new(binary_of(name))
-            .expect("a quire binary")
+            .unwrap_or_else(|error| panic!("{error}"))
             .clean_env()
             .envs(self.context.process_env())
             .env("QUIRE__SERVER__PORT", self.api_port.to_string())
