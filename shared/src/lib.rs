@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod permissions;
 pub mod probe_listener;
+pub mod process;
 pub mod queue_state;
 pub mod redis_client;
 pub mod retry;

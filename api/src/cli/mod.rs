@@ -1,7 +1,6 @@
 //! `quire-admin`: operator commands. Each prints its result on stdout so scripts can use
 //! it; logs go to stderr.
 
-mod bench;
 mod deletion;
 mod inspect;
 mod tenants;
@@ -40,8 +39,6 @@ pub enum Command {
     },
     /// Jobs by type and status, outbox events and lag, Redis list lengths.
     Stats,
-    /// Measure the real stack: enqueue, drain and steady-rate latency (see docs/benchmarks.md).
-    Bench(bench::BenchArgs),
     /// Live workers and their busy slots.
     Workers,
     /// Mint a bearer token for a member of a tenant.
@@ -91,7 +88,6 @@ pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
         Command::Tenant { command } => tenants::run(command, &settings).await?,
         Command::Jobs { command } => inspect::jobs(command, &settings).await?,
         Command::Stats => inspect::stats(&settings).await?,
-        Command::Bench(args) => bench::run(settings, args).await?,
         Command::Workers => inspect::workers(&settings).await?,
         Command::Token {
             tenant,

@@ -152,19 +152,10 @@ impl TestApp {
     /// Runs the real `quire-admin` binary against this app's database, Redis, storage
     /// and API; answers (success, stdout, stderr).
     pub fn admin_cli(&self, args: &[&str]) -> (bool, String, String) {
-        let settings = &self.context.settings;
         let port = self.address.rsplit(':').next().unwrap_or_default();
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_quire-admin"))
             .args(args)
-            .env("QUIRE_ENV", "test")
-            .env(
-                "QUIRE_CONFIG_DIR",
-                quire_shared::config::workspace_config_dir(),
-            )
-            .env("DATABASE_URL", settings.database.url.expose())
-            .env("REDIS_URL", settings.redis.url.expose())
-            .env("QUIRE__REDIS__NAMESPACE", &self.context.namespace)
-            .env("QUIRE__STORAGE__DATA_DIR", self.context.data_dir.path())
+            .envs(self.context.process_env())
             .env("QUIRE__SERVER__PORT", port)
             .output()
             .expect("run quire-admin");

@@ -2,7 +2,6 @@
 //! scripts/test. One binary; a module per feature.
 
 mod analysis;
-mod bench;
 mod dashboard;
 mod documents_api;
 mod faults;

@@ -21,6 +21,7 @@ mod service;
 mod wait;
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::time::Duration;
 
 use tempfile::TempDir;
@@ -94,6 +95,26 @@ impl TestContext {
             namespace,
             data_dir,
         }
+    }
+
+    /// The environment that points a Quire binary at this context's database, Redis
+    /// namespace and storage folder, in the test profile: what a test sets on a child
+    /// process (see `crate::process`) to make it part of this test's world.
+    pub fn process_env(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("QUIRE_ENV", "test".into()),
+            ("QUIRE_CONFIG_DIR", workspace_config_dir().into()),
+            ("DATABASE_URL", self.settings.database.url.expose().into()),
+            ("REDIS_URL", self.settings.redis.url.expose().into()),
+            (
+                "QUIRE__REDIS__NAMESPACE",
+                self.settings.redis.namespace.clone().into(),
+            ),
+            (
+                "QUIRE__STORAGE__DATA_DIR",
+                self.settings.storage.data_dir.clone().into(),
+            ),
+        ]
     }
 
     /// A pool on this test's database.

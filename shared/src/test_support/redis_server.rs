@@ -64,10 +64,7 @@ impl RedisServer {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("find a free port")
-        .port()
+    crate::process::free_port().expect("find a free port")
 }
 
 /// Waits (10 s at most) until the Redis at `url` answers PING.

@@ -2,16 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
-use quire_shared::config::workspace_config_dir;
 use quire_shared::db::PgPool;
 use quire_shared::jobs::FaultTest;
+use quire_shared::process::{Launch, QuireProcess};
 use quire_shared::test_support::{
     TestContext, create_oracle_tables, enqueue_fault_jobs, eventually,
 };
-use tokio::process::{Child, Command};
 use uuid::Uuid;
 
 pub struct Stack {
@@ -20,28 +18,12 @@ pub struct Stack {
     pub tenant_id: Uuid,
     pub token: String,
     pub api_port: u16,
-    children: BTreeMap<String, Child>,
+    children: BTreeMap<String, QuireProcess>,
     log_dir: PathBuf,
 }
 
 pub const WORKERS: [&str; 3] = ["worker-1", "worker-2", "worker-3"];
 pub const DISPATCHERS: [&str; 2] = ["dispatcher-1", "dispatcher-2"];
-
-/// The folder cargo put this test's binaries in (`target/<profile>`).
-fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target folder");
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: scripts/test builds it (with the fault-injection feature)",
-        path.display()
-    );
-    path
-}
 
 fn binary_of(name: &str) -> &'static str {
     if name.starts_with("worker") {
@@ -91,9 +73,7 @@ impl Stack {
         let dead: Vec<String> = self
             .children
             .iter_mut()
-            .filter_map(|(name, child)| {
-                (!matches!(child.try_wait(), Ok(None))).then(|| name.clone())
-            })
+            .filter_map(|(name, child)| (!child.is_running()).then(|| name.clone()))
             .collect();
         assert!(dead.is_empty(), "processes exited on their own: {dead:?}");
     }
@@ -101,33 +81,20 @@ impl Stack {
     /// Starts (or restarts) the process `name` (`api`, `dispatcher-*`, `worker-*`) with
     /// extra environment.
     pub fn spawn(&mut self, name: &str, extra: &[(&str, &str)]) {
-        let settings = &self.context.settings;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_dir.join(format!("{name}.log")))
-            .expect("log file");
-        let mut command = Command::new(binary(binary_of(name)));
-        command
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("QUIRE_ENV", "test")
-            .env("QUIRE_CONFIG_DIR", workspace_config_dir())
-            .env("DATABASE_URL", settings.database.url.expose())
-            .env("REDIS_URL", settings.redis.url.expose())
-            .env("QUIRE__REDIS__NAMESPACE", &settings.redis.namespace)
-            .env("QUIRE__STORAGE__DATA_DIR", &settings.storage.data_dir)
+        // The error's text says how to build a missing binary; `expect` would show only
+        // its debug form.
+        let child = Launch::new(binary_of(name))
+            .unwrap_or_else(|error| panic!("{error}"))
+            .clean_env()
+            .envs(self.context.process_env())
             .env("QUIRE__SERVER__PORT", self.api_port.to_string())
             .env("RUST_LOG", "info")
+            .envs(extra.iter().copied())
             .current_dir(self.context.data_dir.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log file"))
-            .stderr(log)
-            .kill_on_drop(true);
-        for (key, value) in extra {
-            command.env(key, value);
-        }
-        let child = command.spawn().expect("start a quire binary");
+            .log_to(&self.log_dir.join(format!("{name}.log")))
+            .expect("log file")
+            .spawn()
+            .expect("start a quire binary");
         self.children.insert(name.to_owned(), child);
     }
 
@@ -146,19 +113,13 @@ impl Stack {
     /// SIGKILL, and reap it.
     pub async fn kill(&mut self, name: &str) {
         if let Some(mut child) = self.children.remove(name) {
-            let _ = child.kill().await;
+            child.kill().await;
         }
     }
 
     /// SIGTERM: the graceful way an orchestrator stops a process.
     pub fn terminate(&self, name: &str) {
-        let pid = self.children[name].id().expect("process is running");
-        let status = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("kill -TERM {pid}"))
-            .status()
-            .expect("send SIGTERM");
-        assert!(status.success());
+        self.children[name].terminate().expect("send SIGTERM");
     }
 
     /// Waits for `name` to exit on its own and returns whether it did within `deadline`.
@@ -166,7 +127,7 @@ impl Stack {
         let Some(child) = self.children.get_mut(name) else {
             return true;
         };
-        let exited = tokio::time::timeout(deadline, child.wait()).await.is_ok();
+        let exited = child.wait_exit(deadline).await;
         if exited {
             self.children.remove(name);
         }
@@ -177,7 +138,7 @@ impl Stack {
     pub fn is_running(&mut self, name: &str) -> bool {
         self.children
             .get_mut(name)
-            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+            .is_some_and(QuireProcess::is_running)
     }
 
     pub async fn enqueue(&self, count: usize, payload: FaultTest, max_attempts: i32) -> Vec<Uuid> {

@@ -20,7 +20,7 @@ impl BackgroundJob for BenchNoop {
     const JOB_TYPE: &'static str = "bench-noop";
     const DESCRIPTION: Description = Description {
         payload: &[],
-        enqueued_by: "the benchmark",
+        enqueued_by: "quire-bench",
         work: "nothing: measures the queue's own cost",
     };
     const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);

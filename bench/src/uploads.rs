@@ -1,5 +1,5 @@
-//! The HTTP half of `quire-admin bench`: multipart uploads to a `quire-api` process of
-//! the bench's own, from concurrent clients, each answered `201` with its document
+//! The HTTP half of the bench: multipart uploads to a `quire-api` process of the bench's
+//! own, from concurrent clients, each answered `201` with its document
 //! recorded and its job and outbox event committed.
 
 use std::time::{Duration, Instant};
@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use futures_util::StreamExt;
 use quire_shared::config::Settings;
+use quire_shared::process::free_port;
 use reqwest::multipart::{Form, Part};
-use tokio::process::Command;
 use uuid::Uuid;
 
-use super::{sibling, spawn, usage};
+use crate::stack::launch;
+use crate::usage::Usage;
 
 pub struct UploadRun {
     pub uploads_per_second: f64,
@@ -32,11 +33,10 @@ pub struct UploadPlan<'a> {
 
 pub async fn run(plan: UploadPlan<'_>) -> anyhow::Result<UploadRun> {
     let port = free_port()?;
-    let mut command = Command::new(sibling("quire-api")?);
-    command
+    let mut api = launch("quire-api", plan.namespace)?
         .env("QUIRE__SERVER__HOST", "127.0.0.1")
-        .env("QUIRE__SERVER__PORT", port.to_string());
-    let mut api = spawn(command, plan.namespace)?;
+        .env("QUIRE__SERVER__PORT", port.to_string())
+        .spawn()?;
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(plan.clients)
@@ -58,19 +58,14 @@ pub async fn run(plan: UploadPlan<'_>) -> anyhow::Result<UploadRun> {
         .collect()
         .await;
     let seconds = started.elapsed().as_secs_f64();
-    let (_, api_peak_rss) = usage(&api);
-    let _ = api.kill().await;
+    let api_peak_rss = Usage::of(&api).peak_rss_bytes;
+    api.kill().await;
     let job_ids = answers.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
     Ok(UploadRun {
         uploads_per_second: job_ids.len() as f64 / seconds.max(f64::EPSILON),
         api_peak_rss,
         job_ids,
     })
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("no free port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// Waits until the API answers `/readyz` (it connects to PostgreSQL and Redis first).

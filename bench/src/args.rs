@@ -1,0 +1,51 @@
+//! What a bench run measures, from the command line.
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Jobs that do nothing: the queue's own cost.
+    Noop,
+    /// verify-document on stored files of --file-size bytes (SHA-256 and size).
+    Integrity,
+}
+
+/// Measure the real stack: enqueue, drain, steady-rate latency and HTTP uploads (see
+/// docs/benchmarks.md). Run it only against a database no other dispatcher serves.
+#[derive(Debug, Parser)]
+#[command(name = "quire-bench", version)]
+pub struct BenchArgs {
+    /// Jobs enqueued directly, then drained.
+    #[arg(long, default_value_t = 5000)]
+    pub jobs: usize,
+    #[arg(long, value_enum, default_value = "noop")]
+    pub workload: Workload,
+    /// Slots of the worker process.
+    #[arg(long, default_value_t = 16)]
+    pub slots: usize,
+    /// Jobs per second of the steady run (0: no steady run).
+    #[arg(long, default_value_t = 50)]
+    pub rate: u32,
+    /// Seconds of the steady run.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// File size of the integrity workload and of the HTTP uploads.
+    #[arg(long, default_value_t = 65_536)]
+    pub file_size: usize,
+    /// Worker processes, each with --slots slots.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Jobs per enqueue statement (and commit) of the direct enqueue run; the steady run
+    /// always enqueues one at a time.
+    #[arg(long, default_value_t = 1)]
+    pub enqueue_batch: usize,
+    /// Events the dispatcher claims and publishes per round (its `batch_size`).
+    #[arg(long)]
+    pub batch_size: Option<u32>,
+    /// Multipart uploads to a quire-api process of the bench's own (0: no upload run).
+    #[arg(long, default_value_t = 2000)]
+    pub uploads: usize,
+    /// Concurrent HTTP clients of the upload run.
+    #[arg(long, default_value_t = 16)]
+    pub upload_clients: usize,
+}

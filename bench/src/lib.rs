@@ -1,0 +1,162 @@
+//! `quire-bench`: measures the real stack. It starts a dispatcher and `--workers` worker
+//! processes (the binaries beside this one) on the configured PostgreSQL and Redis, in a
+//! Redis namespace and a tenant of their own, and measures:
+//!
+//! - direct enqueue: N jobs from one client, `--enqueue-batch` per statement (one at a
+//!   time by default), each statement committed before the next: bare jobs for the
+//!   no-op workload, each with its document and version rows for the integrity one;
+//! - drain: the N pre-enqueued jobs, first start to last finish (database clock);
+//! - steady latency at a fixed rate: commit → start and commit → finish percentiles,
+//!   and the outbox lag (commit → published), from the moment the bench asks for each
+//!   commit (this machine's clock, which PostgreSQL shares) to the database's
+//!   `started_at`, `finished_at` and `published_at`;
+//! - HTTP uploads: multipart uploads from concurrent clients to a `quire-api` of its own
+//!   (their jobs are cancelled afterwards: the upload path is what is measured);
+//! - CPU seconds per 1,000 jobs and peak RSS of each process (from /proc), and database
+//!   commits per job (pg_stat_database) over the drain.
+//!
+//! It prints one JSON line, then a table. Timings are never asserted by any test.
+//!
+//! A crate of its own, not a `quire-admin` command: its raw SQL, /proc reading and
+//! process launching have no place in the API's build.
+
+mod args;
+mod measure;
+mod report;
+mod stack;
+mod uploads;
+mod usage;
+mod workload;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use quire_shared::config::Settings;
+use quire_shared::db::{self, jobs, members, tenants};
+use quire_shared::permissions::MemberSpec;
+use quire_shared::states::TenantStatus;
+use uuid::Uuid;
+
+pub use args::{BenchArgs, Workload};
+
+use measure::{Spans, commits, wait_finished};
+use report::Results;
+use stack::Stack;
+use usage::Usage;
+use workload::Bench;
+
+pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
+    let pool = db::build_pool(&settings.database)?;
+    db::ping(&pool)
+        .await
+        .context("failed to connect to the database")?;
+    let suffix = &Uuid::new_v4().simple().to_string()[..8];
+    let namespace = format!("bench-{suffix}");
+    let user_id = Uuid::now_v7();
+    let tenant_id = {
+        let mut conn = pool.get().await?;
+        let tenant =
+            tenants::create_tenant(&mut conn, &format!("bench-{suffix}"), TenantStatus::Active)
+                .await?;
+        members::materialize(&mut conn, tenant.id, &[MemberSpec::User(user_id)]).await?;
+        tenant.id
+    };
+    let bench = Bench {
+        settings: settings.clone(),
+        tenant_id,
+        workload: args.workload,
+        file_size: args.file_size,
+    };
+    eprintln!("bench: tenant bench-{suffix}, redis namespace {namespace}");
+
+    // Direct enqueue, nothing consuming yet.
+    let prepared = bench.prepare(args.jobs).await?;
+    let mut conn = pool.get().await?;
+    let started = Instant::now();
+    let mut backlog = Vec::with_capacity(args.jobs);
+    let batch = args.enqueue_batch.max(1);
+    for start in (0..args.jobs).step_by(batch) {
+        let range = start..(start + batch).min(args.jobs);
+        backlog.extend(bench.enqueue(&mut conn, range, &prepared).await?);
+    }
+    let enqueue_seconds = started.elapsed().as_secs_f64();
+    let commits_before = commits(&mut conn).await?;
+
+    // Drain: start the processes; the database clock times first start to last finish.
+    let stack = Stack::start(&namespace, &args)?;
+    let drained = wait_finished(&pool, tenant_id, bench.job_type(), &backlog).await?;
+    let commits_after = commits(&mut conn).await?;
+    let (dispatcher_drain, worker_drain) = stack.usage();
+
+    // Steady run at a fixed rate.
+    let steady_jobs = (u64::from(args.rate) * args.seconds) as usize;
+    let prepared = bench.prepare(steady_jobs).await?;
+    let mut steady = Vec::with_capacity(steady_jobs);
+    if steady_jobs > 0 {
+        let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(args.rate)));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        for index in 0..steady_jobs {
+            ticks.tick().await;
+            steady.extend(
+                bench
+                    .enqueue(&mut conn, index..index + 1, &prepared)
+                    .await?,
+            );
+        }
+    }
+    let latency = if steady.is_empty() {
+        Spans::default()
+    } else {
+        wait_finished(&pool, tenant_id, bench.job_type(), &steady).await?
+    };
+    let (dispatcher_end, worker_end) = stack.usage();
+    stack.stop().await;
+
+    // HTTP uploads with nothing consuming; their analyze jobs are withdrawn afterwards.
+    let uploads = if args.uploads == 0 {
+        None
+    } else {
+        let run = uploads::run(uploads::UploadPlan {
+            settings: &settings,
+            namespace: &namespace,
+            tenant_id,
+            user_id,
+            count: args.uploads,
+            clients: args.upload_clients,
+            file_size: args.file_size,
+        })
+        .await?;
+        jobs::cancel_jobs(&mut conn, &run.job_ids, "bench uploads are not analyzed").await?;
+        Some(run)
+    };
+
+    let (drained_succeeded, steady_succeeded) = (drained.succeeded, latency.succeeded);
+    Results {
+        args: &args,
+        dispatcher_batch_size: args
+            .batch_size
+            .map_or(settings.dispatcher.batch_size, i64::from),
+        enqueue_batch: batch,
+        enqueue_seconds,
+        drained,
+        drain_commits: commits_after - commits_before,
+        // CPU is what the drain cost; peak RSS is the largest over both runs.
+        dispatcher: Usage {
+            cpu_seconds: dispatcher_drain.cpu_seconds,
+            peak_rss_bytes: dispatcher_end.peak_rss_bytes,
+        },
+        worker: Usage {
+            cpu_seconds: worker_drain.cpu_seconds,
+            peak_rss_bytes: worker_end.peak_rss_bytes,
+        },
+        steady_jobs: steady.len(),
+        latency,
+        uploads_per_second: uploads.as_ref().map_or(0.0, |run| run.uploads_per_second),
+        api_peak_rss: uploads.as_ref().map_or(0, |run| run.api_peak_rss),
+    }
+    .print();
+    if drained_succeeded as usize != args.jobs || steady_succeeded as usize != steady.len() {
+        bail!("not every bench job succeeded");
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! The jobs of a bench run: bare no-op jobs, or integrity jobs each with its stored file
+//! and its document and version rows, enqueued the way the API records them.
+
+use anyhow::Context;
+use diesel_async::AsyncPgConnection;
+use quire_shared::config::Settings;
+use quire_shared::db::documents::NewDocument;
+use quire_shared::db::intake::{self, NewIntake};
+use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::jobs::{BackgroundJob, BenchNoop, VerifyDocument};
+use quire_shared::storage::{LocalStore, ObjectStore, StorageKey, put_digested};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::args::Workload;
+use crate::measure::Committed;
+
+/// The bench's tenant and workload: what its jobs are and how they are enqueued.
+pub struct Bench {
+    pub settings: Settings,
+    pub tenant_id: Uuid,
+    pub workload: Workload,
+    pub file_size: usize,
+}
+
+impl Bench {
+    pub fn job_type(&self) -> &'static str {
+        match self.workload {
+            Workload::Noop => BenchNoop::JOB_TYPE,
+            Workload::Integrity => VerifyDocument::JOB_TYPE,
+        }
+    }
+
+    /// Stored files and their rows for the integrity workload, made before any timing.
+    pub async fn prepare(&self, count: usize) -> anyhow::Result<Vec<NewDocument>> {
+        if self.workload == Workload::Noop {
+            return Ok(Vec::new());
+        }
+        let store = LocalStore::new(&self.settings.storage.data_dir);
+        let mut prepared = Vec::with_capacity(count);
+        for index in 0..count {
+            let (id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
+            let key = StorageKey::document_source(self.tenant_id, version_id);
+            let mut bytes = vec![0u8; self.file_size];
+            bytes[..16].copy_from_slice(id.as_bytes());
+            let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
+            let digest =
+                put_digested(&store as &dyn ObjectStore, &key, Box::pin(body), u64::MAX).await?;
+            prepared.push(NewDocument {
+                id,
+                tenant_id: self.tenant_id,
+                title: format!("bench {index}"),
+                version_id,
+                storage_key: key.as_str().to_owned(),
+                size_bytes: i64::try_from(digest.size_bytes)?,
+                sha256: digest.sha256,
+                content_type: "application/octet-stream".to_owned(),
+                original_filename: None,
+            });
+        }
+        Ok(prepared)
+    }
+
+    /// Jobs `range` of the run with their outbox events, in ONE statement committed on
+    /// its own: bare jobs for the no-op workload, each with its document and version rows
+    /// for the integrity workload (`prepared` holds those documents).
+    pub async fn enqueue(
+        &self,
+        conn: &mut AsyncPgConnection,
+        range: std::ops::Range<usize>,
+        prepared: &[NewDocument],
+    ) -> anyhow::Result<Vec<Committed>> {
+        let tenant_id = self.tenant_id;
+        // One statement: its commit is asked for when it is sent.
+        let at = OffsetDateTime::now_utc();
+        let job_ids: Vec<Uuid> = match self.workload {
+            Workload::Noop => {
+                let jobs: Vec<_> = range
+                    .map(|_| NewJob::new(tenant_id, BenchNoop {}, 3, None))
+                    .collect();
+                jobs::enqueue_many(conn, &jobs)
+                    .await?
+                    .into_iter()
+                    .map(|enqueued| {
+                        enqueued
+                            .map(|enqueued| enqueued.job_id)
+                            .context("a bench job collided with an active one")
+                    })
+                    .collect::<anyhow::Result<_>>()?
+            }
+            Workload::Integrity => {
+                let documents = prepared
+                    .get(range)
+                    .context("fewer documents prepared than jobs")?;
+                let intakes: Vec<_> = documents
+                    .iter()
+                    .map(|document| NewIntake {
+                        document: document.clone(),
+                        job: NewJob::new(
+                            tenant_id,
+                            VerifyDocument {
+                                document_id: document.id,
+                                document_version_id: document.version_id,
+                            },
+                            3,
+                            None,
+                        ),
+                    })
+                    .collect();
+                intake::record(conn, &intakes)
+                    .await?
+                    .into_iter()
+                    .map(|recorded| recorded.job.id)
+                    .collect()
+            }
+        };
+        Ok(job_ids
+            .into_iter()
+            .map(|job_id| Committed { job_id, at })
+            .collect())
+    }
+}

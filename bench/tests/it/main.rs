@@ -1,0 +1,64 @@
+//! `quire-bench` runs end to end at a small N against real PostgreSQL and Redis started by
+//! scripts/test: it starts its own dispatcher, two worker processes and, for the upload
+//! run, an API process (the binaries scripts/test builds beside it); every job of both
+//! workloads ends SUCCEEDED and every upload is answered 201. Its timings are printed,
+//! never asserted (docs/benchmarks.md holds the measured numbers).
+
+use quire_shared::test_support::TestContext;
+use serde_json::Value;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
+    let context = TestContext::new().await;
+    for workload in ["noop", "integrity"] {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
+            .args([
+                "--workload",
+                workload,
+                "--jobs",
+                "40",
+                "--rate",
+                "20",
+                "--seconds",
+                "1",
+                "--slots",
+                "4",
+                "--file-size",
+                "4096",
+                "--workers",
+                "2",
+                "--uploads",
+                "10",
+                "--upload-clients",
+                "4",
+            ])
+            .envs(context.process_env())
+            .output()
+            .await
+            .expect("run quire-bench");
+        let out = String::from_utf8_lossy(&output.stdout);
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "bench {workload} failed: {err}\n{out}"
+        );
+        let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+            .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+        assert_eq!(report["workload"], workload);
+        assert_eq!(report["succeeded"], 40, "{report}");
+        assert_eq!(report["steady"]["succeeded"], 20, "{report}");
+        assert_eq!(report["workers"], 2, "{report}");
+        for key in [
+            "enqueue_jobs_per_second",
+            "http_uploads_per_second",
+            "drain_jobs_per_second",
+            "db_commits_per_job",
+        ] {
+            assert!(
+                report[key].as_f64().is_some_and(|v| v > 0.0),
+                "{key}: {report}"
+            );
+        }
+        assert!(out.contains("drain (jobs/s)"), "and a table: {out}");
+    }
+}
