@@ -58,7 +58,7 @@ impl Stack {
 pub fn launch(binary: &str, namespace: &str) -> Result<Launch, ProcessError> {
     Ok(Launch::new(binary)?
         .env("QUIRE__REDIS__NAMESPACE", namespace)
-        .env("QUIRE__DISPATCHER__ADMIN_LISTEN", "")
-        .env("QUIRE__WORKER__ADMIN_LISTEN", "")
+        .env("QUIRE__DISPATCHER__PROBE_LISTEN", "")
+        .env("QUIRE__WORKER__PROBE_LISTEN", "")
         .env("RUST_LOG", "warn"))
 }
