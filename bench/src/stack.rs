@@ -53,7 +53,7 @@ impl Stack {
 }
 
 /// A process of the bench's stack: the bench's environment (its settings), in the bench's
-/// Redis namespace, quiet, without admin listeners (their fixed ports would collide
+/// Redis namespace, quiet, without probe listeners (their fixed ports would collide
 /// between workers).
 pub fn launch(binary: &str, namespace: &str) -> Result<Launch, ProcessError> {
     Ok(Launch::new(binary)?
