@@ -11,6 +11,7 @@ use crate::sniff::{SNIFF_BYTES, sniff};
 
 /// Longest title we accept, in characters (the column's bound).
 pub use quire_shared::actions::documents::MAX_TITLE_CHARS;
+use quire_shared::actions::documents::{TitleFault, checked_title, is_bidi_control};
 /// Longest original filename we keep, in bytes.
 pub const MAX_FILENAME_BYTES: usize = 255;
 
@@ -175,14 +176,19 @@ async fn read_title(field: Field) -> Result<String, ApiError> {
         .await?;
     let title = String::from_utf8(bytes)
         .map_err(|_| ApiError::unprocessable("invalid_title", "the title is not UTF-8"))?;
-    let title = title.trim().to_owned();
-    if title.chars().count() > MAX_TITLE_CHARS {
-        return Err(ApiError::unprocessable(
+    match checked_title(&title) {
+        Ok(title) => Ok(title),
+        // No title: the filename stands in for it.
+        Err(TitleFault::Empty) => Ok(String::new()),
+        Err(TitleFault::TooLong) => Err(ApiError::unprocessable(
             "title_too_long",
             "the title is too long",
-        ));
+        )),
+        Err(TitleFault::Unprintable) => Err(ApiError::unprocessable(
+            "invalid_title",
+            "a title has no control or bidirectional-control characters",
+        )),
     }
-    Ok(title)
 }
 
 fn invalid_multipart(error: MultipartError) -> ApiError {
@@ -207,10 +213,6 @@ pub fn display_filename(raw: &str) -> String {
         end -= 1;
     }
     cleaned[..end].to_owned()
-}
-
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{061C}')
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! document again unless an analysis of its version is already queued or running.
 
 use actix_web::{HttpResponse, web};
-use quire_shared::actions::documents::{self as document_actions, Edited, LabelEdit};
+use quire_shared::actions::documents::{
+    self as document_actions, Edited, LabelEdit, checked_title,
+};
 use quire_shared::db::documents::DocumentEdit;
 use serde::Deserialize;
 use serde_json::json;
@@ -97,21 +99,15 @@ fn parse_labels(
 fn parse_edit(patch: DocumentPatch) -> Result<DocumentEdit, ApiError> {
     let title = match patch.title {
         None => None,
-        Some(title) => {
-            let title = title.trim().to_owned();
-            if title.is_empty()
-                || title.chars().count() > MAX_TITLE_CHARS
-                || title.chars().any(char::is_control)
-            {
-                return Err(ApiError::unprocessable(
-                    "invalid_title",
-                    format!(
-                        "a title has 1 to {MAX_TITLE_CHARS} characters and no control characters"
-                    ),
-                ));
-            }
-            Some(title)
-        }
+        Some(title) => Some(checked_title(&title).map_err(|_| {
+            ApiError::unprocessable(
+                "invalid_title",
+                format!(
+                    "a title has 1 to {MAX_TITLE_CHARS} characters and no control or \
+                     bidirectional-control characters"
+                ),
+            )
+        })?),
     };
     let issued_at = match patch.issued_at {
         None => None,

@@ -144,6 +144,7 @@ async fn editing_a_title_analyzes_again_once_and_server_fields_are_ignored() {
     for (body, code) in [
         (json!({ "title": "" }), "invalid_title"),
         (json!({ "title": "x".repeat(501) }), "invalid_title"),
+        (json!({ "title": "invoice\u{202E}fdp" }), "invalid_title"),
         (json!({ "issued_at": "15.03.2024" }), "invalid_issued_at"),
     ] {
         let problem = json_of(patch(body).await.expect("patch"), 422).await;

@@ -256,6 +256,18 @@ async fn malformed_uploads_are_refused_with_their_own_code() {
             StatusCode::UNPROCESSABLE_ENTITY,
             "title_too_long",
         ),
+        (
+            "title with a bidirectional override",
+            file_form(b"text".to_vec(), "a.txt", "text/plain").text("title", "invoice\u{202E}fdp"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_title",
+        ),
+        (
+            "title with a control character",
+            file_form(b"text".to_vec(), "a.txt", "text/plain").text("title", "line\u{1b}[2J"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_title",
+        ),
     ];
     for (case, form, status, code) in cases {
         let response = post_form(&app, form).await;

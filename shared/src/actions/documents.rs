@@ -18,6 +18,37 @@ use crate::storage::{Digested, ObjectStore, StorageKey};
 /// Longest title, in characters (uploads cut a longer filename to it).
 pub const MAX_TITLE_CHARS: usize = 500;
 
+/// Why a client's title was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TitleFault {
+    Empty,
+    TooLong,
+    /// Control or bidirectional-control characters: they would let a title rewrite
+    /// what a reader sees (reversed text, forged line breaks or snippet marks).
+    Unprintable,
+}
+
+/// A title as a client sent it (upload or edit), trimmed, or why it is refused: one
+/// rule for every way a title gets in.
+pub fn checked_title(raw: &str) -> Result<String, TitleFault> {
+    let title = raw.trim();
+    if title.is_empty() {
+        return Err(TitleFault::Empty);
+    }
+    if title.chars().count() > MAX_TITLE_CHARS {
+        return Err(TitleFault::TooLong);
+    }
+    if title.chars().any(|c| c.is_control() || is_bidi_control(c)) {
+        return Err(TitleFault::Unprintable);
+    }
+    Ok(title.to_owned())
+}
+
+/// The Unicode characters that reorder or isolate text (Trojan Source's tools).
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{061C}')
+}
+
 /// Who acts on the documents: the tenant, and what every job they enqueue carries.
 #[derive(Debug, Clone)]
 pub struct DocumentCaller {
