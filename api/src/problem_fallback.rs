@@ -1,6 +1,8 @@
-//! Every error answer is problem+json, including those actix makes itself (a method a
-//! route does not take, a malformed request line or header): this middleware turns any
-//! other 4xx/5xx body into the same shape, with a stable code and the request id.
+//! Every error answer of the API is problem+json, including those actix makes itself (a
+//! method a route does not take, a malformed request line or header): this middleware
+//! turns any other 4xx/5xx body into the same shape, with a stable code and the request
+//! id. A page the dashboard rendered itself (HTML: "that is not a valid operator token")
+//! is left as it is: a person reads it in a browser.
 
 use actix_web::ResponseError;
 use actix_web::body::{EitherBody, MessageBody};
@@ -18,10 +20,10 @@ pub fn middleware<B: MessageBody + 'static>() -> ErrorHandlers<B> {
 fn to_problem<B: MessageBody + 'static>(
     response: ServiceResponse<B>,
 ) -> actix_web::Result<ErrorHandlerResponse<B>> {
-    let already = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(b"application/problem+json"));
+    let already = response.headers().get(CONTENT_TYPE).is_some_and(|value| {
+        let value = value.as_bytes();
+        value.starts_with(b"application/problem+json") || value.starts_with(b"text/html")
+    });
     if already {
         return Ok(ErrorHandlerResponse::Response(
             response.map_into_left_body(),

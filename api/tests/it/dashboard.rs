@@ -233,6 +233,18 @@ async fn the_session_cookie_is_strict_and_forms_need_their_csrf_token() {
         401,
         "a user token is not an operator token"
     );
+    let content_type = refused
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/html"),
+        "the sign-in page answers as a page, not problem+json: {content_type}"
+    );
+    let page = refused.text().await.expect("html");
+    assert!(page.contains("not a valid operator token"), "{page}");
     let forged = sign_in(app.context.operator_token(), "00".repeat(32))
         .await
         .expect("post");
