@@ -1,12 +1,18 @@
 //! Signed tenant deletion (DESIGN §7). An operator's request to delete or reset a tenant
-//! is the message `v1|tenant_id|tenant_name|action|nonce|issued_at|final_status`, signed
-//! with HMAC-SHA256 under a key derived from the server secret for this one purpose. The
-//! API checks it before marking the tenant `deleting`; the worker checks it again before
-//! it wipes anything. Nonces are single-use (the `used_nonces` table, not this module).
+//! is the message `v2|tenant_id|tenant_name|action|remove_tenant|final_status|nonce|
+//! issued_at`, signed with HMAC-SHA256 under a key derived from the server secret for this
+//! one purpose. The API checks it before marking the tenant `deleting`; the worker checks
+//! it again before it wipes anything. Nonces are single-use (the `used_nonces` table, not
+//! this module).
+//!
+//! Every field of the request except the signature is in the message: each one changes
+//! what the worker does. The v1 message left `remove_tenant` out, so a signed "keep
+//! suspended" request could be turned into one that removes the tenant; a v1 request
+//! (one without `version`) is refused whatever its signature.
 //!
 //! The message is unambiguous although a tenant name may contain `|`: every field after
 //! the name has a fixed alphabet without `|`, so the name is whatever lies between the
-//! tenant id and the fourth-last separator.
+//! tenant id and the fifth-last separator.
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -23,6 +29,13 @@ const KEY_PURPOSE: &[u8] = b"quire/v1/tenant-deletion-signing-key";
 pub const MAX_AGE_SECONDS: i64 = 300;
 /// A request from further in the future than this is refused.
 pub const MAX_SKEW_SECONDS: i64 = 30;
+/// The one message version accepted.
+pub const VERSION: u8 = 2;
+
+/// What a request without `version` is: one a v1 signer made, before the field existed.
+fn unversioned() -> u8 {
+    1
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -47,6 +60,9 @@ impl DeletionAction {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantDeletionRequest {
+    /// [`VERSION`]; absent in a v1 request, which is refused.
+    #[serde(default = "unversioned")]
+    pub version: u8,
     pub remove_tenant: bool,
     pub tenant_name: String,
     pub action: DeletionAction,
@@ -60,6 +76,8 @@ pub struct TenantDeletionRequest {
 /// Why a request was refused; each code is stable and safe to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ProofError {
+    #[error("the request is not a v2 request: sign it again with this release's quire-admin")]
+    VersionUnsupported,
     #[error("the signature is not 64 lowercase hex digits")]
     SignatureMalformed,
     #[error("the signature does not match the request")]
@@ -81,6 +99,7 @@ pub enum ProofError {
 impl ProofError {
     pub fn code(self) -> &'static str {
         match self {
+            Self::VersionUnsupported => "version_unsupported",
             Self::SignatureMalformed => "signature_malformed",
             Self::SignatureInvalid => "signature_invalid",
             Self::NonceMalformed => "nonce_malformed",
@@ -101,6 +120,14 @@ fn derived_key(server_secret: &[u8]) -> Result<[u8; 32], ProofError> {
     Ok(mac.finalize().into_bytes().into())
 }
 
+/// The MAC of `message` under the deletion key, ready to finalize or verify.
+pub(crate) fn keyed_mac(server_secret: &[u8], message: &str) -> Result<HmacSha256, ProofError> {
+    let mut mac = HmacSha256::new_from_slice(&derived_key(server_secret)?)
+        .map_err(|_| ProofError::SignatureInvalid)?;
+    mac.update(message.as_bytes());
+    Ok(mac)
+}
+
 fn is_lower_hex(text: &str, len: usize) -> bool {
     text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
@@ -119,15 +146,18 @@ pub fn format_issued_at(at: OffsetDateTime) -> String {
 }
 
 impl TenantDeletionRequest {
-    /// The exact bytes that are signed.
+    /// The exact bytes that are signed: every field but the signature, so changing any
+    /// of them (or the tenant) breaks it. `version` is always [`VERSION`] here, not the
+    /// request's own: a request of another version never gets as far as a comparison.
     pub fn message(&self, tenant_id: Uuid) -> String {
         format!(
-            "v1|{tenant_id}|{}|{}|{}|{}|{}",
+            "v{VERSION}|{tenant_id}|{}|{}|{}|{}|{}|{}",
             self.tenant_name,
             self.action.as_str(),
+            self.remove_tenant,
+            self.final_status.map_or("", TenantStatus::as_str),
             self.nonce,
             self.issued_at,
-            self.final_status.map_or("", TenantStatus::as_str),
         )
     }
 
@@ -144,6 +174,7 @@ impl TenantDeletionRequest {
         issued_at: OffsetDateTime,
     ) -> Result<Self, ProofError> {
         let mut request = Self {
+            version: VERSION,
             remove_tenant,
             tenant_name: tenant_name.to_owned(),
             action,
@@ -153,9 +184,7 @@ impl TenantDeletionRequest {
             final_status,
         };
         request.check_flags()?;
-        let mut mac = HmacSha256::new_from_slice(&derived_key(server_secret)?)
-            .map_err(|_| ProofError::SignatureInvalid)?;
-        mac.update(request.message(tenant_id).as_bytes());
+        let mac = keyed_mac(server_secret, &request.message(tenant_id))?;
         request.signature = hex::encode(mac.finalize().into_bytes());
         Ok(request)
     }
@@ -178,14 +207,19 @@ impl TenantDeletionRequest {
         Ok(())
     }
 
-    /// Checks form, flags, signature (in constant time) and age, as of `now`. Tenant row
-    /// and nonce are the caller's to check.
+    /// Checks version, form, flags, signature (in constant time) and age, as of `now`.
+    /// Tenant row and nonce are the caller's to check.
     pub fn verify(
         &self,
         server_secret: &[u8],
         tenant_id: Uuid,
         now: OffsetDateTime,
     ) -> Result<(), ProofError> {
+        // First, and whatever the signature: a v1 signature may be genuine and still
+        // authorize something its signer never saw (`remove_tenant`).
+        if self.version != VERSION {
+            return Err(ProofError::VersionUnsupported);
+        }
         if !is_lower_hex(&self.signature, 64) {
             return Err(ProofError::SignatureMalformed);
         }
@@ -194,9 +228,7 @@ impl TenantDeletionRequest {
         }
         self.check_flags()?;
         let signature = hex::decode(&self.signature).map_err(|_| ProofError::SignatureMalformed)?;
-        let mut mac = HmacSha256::new_from_slice(&derived_key(server_secret)?)
-            .map_err(|_| ProofError::SignatureInvalid)?;
-        mac.update(self.message(tenant_id).as_bytes());
+        let mac = keyed_mac(server_secret, &self.message(tenant_id))?;
         // `verify_slice` compares in constant time.
         mac.verify_slice(&signature)
             .map_err(|_| ProofError::SignatureInvalid)?;
@@ -338,10 +370,75 @@ mod tests {
         assert_eq!(
             request.message(tenant),
             format!(
-                "v1|{tenant}|acme|reset|{}|2026-11-30T12:00:00Z|active",
+                "v2|{tenant}|acme|reset|false|active|{}|2026-11-30T12:00:00Z",
                 "0".repeat(32)
             )
         );
         assert_eq!(request.final_status(), Some(TenantStatus::Active));
+        let json = serde_json::to_value(&request).expect("json");
+        assert_eq!(json["version"], 2);
+    }
+
+    #[test]
+    fn every_field_is_signed() {
+        let now = OffsetDateTime::now_utc();
+        // A delete that keeps the tenant: each change below keeps the flags consistent,
+        // so only the signature can refuse it.
+        let tenant = Uuid::now_v7();
+        let good = TenantDeletionRequest::signed(
+            SECRET,
+            tenant,
+            "acme",
+            DeletionAction::Delete,
+            false,
+            None,
+            new_nonce(),
+            now,
+        )
+        .expect("sign");
+        assert_eq!(good.verify(SECRET, tenant, now), Ok(()));
+        let earlier = format_issued_at(now - time::Duration::seconds(1));
+        type Change<'a> = Box<dyn Fn(&mut TenantDeletionRequest) + 'a>;
+        let changes: Vec<(&str, Change)> = vec![
+            ("remove_tenant", Box::new(|r| r.remove_tenant = true)),
+            ("tenant_name", Box::new(|r| r.tenant_name.push('x'))),
+            ("action", Box::new(|r| r.action = DeletionAction::Reset)),
+            (
+                "final_status",
+                Box::new(|r| r.final_status = Some(TenantStatus::Suspended)),
+            ),
+            ("nonce", Box::new(|r| r.nonce = "1".repeat(32))),
+            ("issued_at", Box::new(|r| r.issued_at.clone_from(&earlier))),
+        ];
+        for (field, change) in changes {
+            let mut request = good.clone();
+            change(&mut request);
+            assert_ne!(request, good, "{field} changed nothing");
+            assert_eq!(
+                request.verify(SECRET, tenant, now),
+                Err(ProofError::SignatureInvalid),
+                "{field}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_v1_request_is_refused_whatever_its_signature() {
+        let now = OffsetDateTime::now_utc();
+        let (tenant, good) = request(now);
+        let mut json = serde_json::to_value(&good).expect("json");
+        json.as_object_mut().expect("object").remove("version");
+        let v1: TenantDeletionRequest = serde_json::from_value(json).expect("a v1 body parses");
+        assert_eq!(v1.version, 1);
+        assert_eq!(
+            v1.verify(SECRET, tenant, now),
+            Err(ProofError::VersionUnsupported)
+        );
+        let mut v3 = good.clone();
+        v3.version = 3;
+        assert_eq!(
+            v3.verify(SECRET, tenant, now),
+            Err(ProofError::VersionUnsupported)
+        );
     }
 }

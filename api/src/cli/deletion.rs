@@ -1,5 +1,5 @@
-//! `quire-admin tenant delete|reset`: builds `v1|tenant_id|tenant_name|action|nonce|
-//! issued_at|final_status`, signs it under the key derived from the server secret, and
+//! `quire-admin tenant delete|reset`: builds `v2|tenant_id|tenant_name|action|
+//! remove_tenant|final_status|nonce|issued_at`, signs it under the key derived from the server secret, and
 //! submits it to the API with a short-lived operator token. The API checks it before it
 //! marks the tenant `deleting`; the worker checks it again before it wipes anything.
 

@@ -167,11 +167,11 @@ pub async fn activate(
 #[utoipa::path(
     post, path = "/api/admin/tenants/{tenant_id}/deletion", tag = "admin",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
-    request_body(content = Object, description = "{remove_tenant, tenant_name, action, nonce, issued_at, signature, final_status?}"),
+    request_body(content = Object, description = "{version: 2, remove_tenant, tenant_name, action, nonce, issued_at, signature, final_status?}"),
     responses(
         (status = 202, description = "tenant `deleting`, delete-tenant queued", body = TenantJobView),
         (status = 403, description = "signature_invalid, request_stale, request_from_the_future, tenant_mismatch or nonce_replayed", body = ProblemView, content_type = "application/problem+json"),
-        (status = 422, description = "signature_malformed, nonce_malformed, issued_at_malformed or flags_inconsistent", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "version_unsupported (a v1 request), signature_malformed, nonce_malformed, issued_at_malformed or flags_inconsistent", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "tenant_state (still creating) or tenant_job_active", body = ProblemView, content_type = "application/problem+json"),
         (status = 404, description = "no such tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),

@@ -10,14 +10,15 @@ use diesel_async::RunQueryDsl;
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::{search_indexes, tenants};
 use quire_shared::jobs::{BackgroundJob, DeleteTenant};
-use quire_shared::signing::{DeletionAction, TenantDeletionRequest, new_nonce};
+use quire_shared::signing::{DeletionAction, TenantDeletionRequest, format_issued_at, new_nonce};
 use quire_shared::states::{JobStatus, TenantStatus};
+use quire_shared::test_support::{eventually, signed_as_v1};
 use reqwest::Method;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, uuid_at};
+use crate::helpers::{DEADLINE, TestApp, uuid_at};
 
 /// Everything of one tenant that a deletion could touch.
 #[derive(Debug, PartialEq, Eq)]
@@ -585,4 +586,270 @@ async fn the_worker_refuses_bad_deletion_jobs_before_touching_anything() {
             "{case} changed the tenant"
         );
     }
+}
+
+/// `request` with one field changed after it was signed.
+fn changed(
+    mut request: TenantDeletionRequest,
+    change: impl FnOnce(&mut TenantDeletionRequest),
+) -> TenantDeletionRequest {
+    change(&mut request);
+    request
+}
+
+/// The request as its signer sent it: a v1 signer knew no `version` field (and a body
+/// without it reads as version 1, exactly as one with `"version": 1`).
+fn as_sent(request: &TenantDeletionRequest) -> Value {
+    let mut body = serde_json::to_value(request).expect("json");
+    if request.version == 1 {
+        body.as_object_mut().expect("object").remove("version");
+    }
+    body
+}
+
+/// For every field of the signed request, a request for `tenant_id` signed as the API
+/// accepts it, then that one field changed, and the code it must be refused with. Each
+/// change keeps the flags consistent, so only the signature (or the version) can catch
+/// it. The last is the attack on v1 itself: a genuine v1 "keep suspended" request made
+/// to remove the tenant, which its v1 signature does not cover.
+fn field_flips(
+    app: &TestApp,
+    tenant_id: Uuid,
+    name: &str,
+    now: OffsetDateTime,
+) -> Vec<(&'static str, TenantDeletionRequest, &'static str)> {
+    let delete = |remove: bool| {
+        sign(
+            app,
+            tenant_id,
+            name,
+            DeletionAction::Delete,
+            remove,
+            None,
+            now,
+        )
+    };
+    let reset_active = || {
+        sign(
+            app,
+            tenant_id,
+            name,
+            DeletionAction::Reset,
+            false,
+            Some(TenantStatus::Active),
+            now,
+        )
+    };
+    let earlier = format_issued_at(now - seconds(1));
+    vec![
+        (
+            "remove_tenant: a keep-suspended delete made to remove the tenant",
+            changed(delete(false), |request| request.remove_tenant = true),
+            "signature_invalid",
+        ),
+        (
+            "remove_tenant: a removing delete made to keep the tenant",
+            changed(delete(true), |request| request.remove_tenant = false),
+            "signature_invalid",
+        ),
+        (
+            "tenant_name",
+            changed(delete(false), |request| request.tenant_name.push('x')),
+            "signature_invalid",
+        ),
+        (
+            "action: delete made a reset",
+            changed(delete(false), |request| {
+                request.action = DeletionAction::Reset;
+            }),
+            "signature_invalid",
+        ),
+        (
+            "action: reset made a delete",
+            changed(reset_active(), |request| {
+                request.action = DeletionAction::Delete;
+            }),
+            "signature_invalid",
+        ),
+        (
+            "nonce",
+            changed(delete(false), |request| request.nonce = new_nonce()),
+            "signature_invalid",
+        ),
+        (
+            "issued_at",
+            changed(delete(false), |request| request.issued_at = earlier),
+            "signature_invalid",
+        ),
+        (
+            "final_status: none made active",
+            changed(delete(false), |request| {
+                request.final_status = Some(TenantStatus::Active);
+            }),
+            "signature_invalid",
+        ),
+        (
+            "final_status: active made none (left suspended)",
+            changed(reset_active(), |request| request.final_status = None),
+            "signature_invalid",
+        ),
+        (
+            "tenant_id: signed for another tenant with this one's name",
+            sign(
+                app,
+                Uuid::now_v7(),
+                name,
+                DeletionAction::Delete,
+                false,
+                None,
+                now,
+            ),
+            "signature_invalid",
+        ),
+        (
+            "version: 2 made 3",
+            changed(delete(false), |request| request.version = 3),
+            "version_unsupported",
+        ),
+        (
+            "a v1 keep-suspended delete made to remove the tenant",
+            changed(
+                signed_as_v1(&secret(app), tenant_id, delete(false)),
+                |request| request.remove_tenant = true,
+            ),
+            "version_unsupported",
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_any_signed_field_changed_after_signing_is_refused() {
+    let app = TestApp::spawn().await;
+    let (tenant_id, _) = populated(&app, "target").await;
+    let before = footprint(&app, tenant_id).await;
+    let now = OffsetDateTime::now_utc();
+
+    // Every case is tried before the verdict, so a failure names all the fields that
+    // got through.
+    let mut wrong = Vec::new();
+    for (field, request, code) in field_flips(&app, tenant_id, "target", now) {
+        let (status, body) = app
+            .json_as(
+                Method::POST,
+                &app.context.operator_token(),
+                &format!("/api/admin/tenants/{tenant_id}/deletion"),
+                Some(as_sent(&request)),
+            )
+            .await;
+        let expected = if code == "version_unsupported" {
+            422
+        } else {
+            403
+        };
+        if (status, body["code"].as_str()) != (expected, Some(code)) {
+            wrong.push(format!("{field}: answered {status} {body}"));
+        }
+        if footprint(&app, tenant_id).await != before {
+            wrong.push(format!("{field}: the tenant changed"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let mut conn = app.pool.get().await.expect("connection");
+    let lifecycle = jobs::list_tenant_jobs(&mut conn, tenant_id)
+        .await
+        .expect("jobs");
+    assert!(lifecycle.is_empty(), "nothing was enqueued: {lifecycle:?}");
+
+    // The same request unchanged is accepted: each refusal above was the change's.
+    let (status, body) = submit(
+        &app,
+        tenant_id,
+        &sign(
+            &app,
+            tenant_id,
+            "target",
+            DeletionAction::Delete,
+            false,
+            None,
+            now,
+        ),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+}
+
+/// The worker's own check catches the same changes in a job that reached the queue
+/// without the API (inserted directly), before it touches anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_job_with_any_signed_field_changed_is_refused_by_the_worker() {
+    let app = TestApp::spawn().await;
+    let now = OffsetDateTime::now_utc();
+    let count = field_flips(&app, Uuid::nil(), "", now).len();
+    let mut cases = Vec::new();
+    for index in 0..count {
+        let name = format!("victim-{index}");
+        let (tenant_id, _) = populated(&app, &name).await;
+        let (field, payload, code) = field_flips(&app, tenant_id, &name, now)
+            .into_iter()
+            .nth(index)
+            .expect("case");
+        let mut conn = app.pool.get().await.expect("connection");
+        tenants::transition(
+            &mut conn,
+            tenant_id,
+            &[TenantStatus::Active],
+            TenantStatus::Deleting,
+        )
+        .await
+        .expect("transition")
+        .expect("marked deleting");
+        let unversioned = payload.version == 1;
+        let job_id = jobs::enqueue(&mut conn, &NewJob::new(tenant_id, payload, 3, None))
+            .await
+            .expect("enqueue")
+            .expect("new")
+            .job_id;
+        if unversioned {
+            // As a v1 API queued it, before the field existed (nothing runs yet).
+            diesel::sql_query(
+                "UPDATE processing_jobs SET payload = payload - 'version' WHERE id = $1",
+            )
+            .bind::<SqlUuid, _>(job_id)
+            .execute(&mut conn)
+            .await
+            .expect("strip the version");
+        }
+        cases.push((
+            field,
+            tenant_id,
+            job_id,
+            code,
+            footprint(&app, tenant_id).await,
+        ));
+    }
+    let settings = app.settings_with(|settings| {
+        settings.worker.queues = vec![DeleteTenant::JOB_TYPE.to_owned()];
+    });
+    app.start_dispatcher();
+    let _worker = app.start_worker_with(settings);
+    let mut wrong = Vec::new();
+    for (field, tenant_id, job_id, code, before) in cases {
+        let job = eventually(DEADLINE, &format!("the job of {field} ends"), || async {
+            let job = app.job(job_id).await;
+            job.status.is_terminal().then_some(job)
+        })
+        .await;
+        if (job.status, job.error_code.as_deref(), job.attempts)
+            != (JobStatus::Failed, Some(code), 1)
+        {
+            wrong.push(format!(
+                "{field}: ended {} ({:?}) after {} attempts",
+                job.status, job.error_code, job.attempts
+            ));
+        }
+        if footprint(&app, tenant_id).await != before {
+            wrong.push(format!("{field}: the tenant changed"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -6,11 +6,13 @@
 //! own storage folder, so tests run in parallel.
 //!
 //! What the tests of every crate need lives here once: the per-test context, waiting for
-//! a job, pushing to and draining a list, a started service's drain handle and (with
-//! `fault-injection`) the fault oracle. The library cannot start a worker or a
-//! dispatcher, so each crate's own harness adds only what starts its binaries.
+//! a job, pushing to and draining a list, a started service's drain handle, a deletion
+//! request signed as v1 signed it, and (with `fault-injection`) the fault oracle. The
+//! library cannot start a worker or a dispatcher, so each crate's own harness adds only
+//! what starts its binaries.
 
 mod database;
+mod legacy_signing;
 #[cfg(feature = "fault-injection")]
 mod oracle;
 mod postgres_server;
@@ -28,6 +30,7 @@ use tempfile::TempDir;
 use uuid::Uuid;
 
 pub use database::TestDatabase;
+pub use legacy_signing::signed_as_v1;
 #[cfg(feature = "fault-injection")]
 pub use oracle::{create_oracle_tables, enqueue_fault_jobs, started_runs};
 pub use postgres_server::PostgresServer;

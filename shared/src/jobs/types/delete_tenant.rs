@@ -1,5 +1,5 @@
-//! `delete-tenant`: checks the signed request again (constant-time signature, flags,
-//! tenant name and state, age, single-use nonce), then wipes the tenant: its other jobs,
+//! `delete-tenant`: checks the signed request again (v2 only, constant-time signature
+//! over every field, flags, tenant name and state, age, single-use nonce), then wipes the tenant: its other jobs,
 //! every stored object, its search index and its rows; finally, with the job's success,
 //! removes the tenant or leaves it in the requested state with an empty index.
 //!
@@ -86,12 +86,13 @@ impl BackgroundJob for TenantDeletionRequest {
     const JOB_TYPE: &'static str = "delete-tenant";
     const DESCRIPTION: Description = Description {
         payload: &[
+            ("version", "2 (a request without it is v1: refused)"),
             ("remove_tenant", "boolean"),
             ("tenant_name", "string"),
             ("action", "\"delete\" | \"reset\""),
             ("nonce", "32 lowercase hex digits"),
             ("issued_at", "RFC 3339 date-time"),
-            ("signature", "64 lowercase hex digits (HMAC-SHA256)"),
+            ("signature", "64 lowercase hex digits (HMAC-SHA256 of every other field)"),
             ("final_status", "\"active\" | \"suspended\" (optional)"),
         ],
         enqueued_by: "admin deletion or reset request (tenant deleting)",
