@@ -50,6 +50,10 @@ pub enum ApiError {
     /// A status the framework chose for a malformed request.
     #[error("the request was rejected")]
     Rejected { status: StatusCode },
+    /// A search ran past its statement timeout: the query costs more than a reader may
+    /// spend, so the connection was given back rather than held.
+    #[error("the search took longer than Quire allows; try fewer or more specific words")]
+    SearchTimeout,
     #[error("a dependency is unavailable")]
     Unavailable(#[source] anyhow::Error),
     #[error("internal error")]
@@ -104,6 +108,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::NotAcceptable => "not_acceptable",
             Self::Rejected { .. } => "request_rejected",
+            Self::SearchTimeout => "search_timeout",
             Self::Unavailable(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -122,7 +127,7 @@ impl ApiError {
             Self::MethodNotAllowed => "Method not allowed",
             Self::NotAcceptable => "Not acceptable",
             Self::Rejected { .. } => "Request rejected",
-            Self::Unavailable(_) => "Service unavailable",
+            Self::SearchTimeout | Self::Unavailable(_) => "Service unavailable",
             Self::Internal(_) => "Internal server error",
         }
     }
@@ -216,7 +221,7 @@ impl ResponseError for ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::Rejected { status } => *status,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::SearchTimeout | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

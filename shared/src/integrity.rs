@@ -15,10 +15,10 @@ pub async fn load_version(
     document_id: Uuid,
     version_id: Uuid,
 ) -> Result<DocumentVersion, JobError> {
-    let mut conn = pool.get().await.map_err(JobError::database_unavailable)?;
+    let mut conn = pool.get().await.map_err(JobError::database)?;
     documents::find_version(&mut conn, tenant_id, document_id, version_id)
         .await
-        .map_err(JobError::database_unavailable)?
+        .map_err(JobError::database)?
         .ok_or(JobError::permanent(
             "document_missing",
             "the document version no longer exists",

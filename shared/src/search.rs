@@ -5,11 +5,23 @@
 
 use async_trait::async_trait;
 use diesel::sql_types::{Float4, Int8, Text, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::db::{DbError, analysis};
+
+/// The headline reads at most this many characters of a document's text: ts_headline
+/// parses all of its input, so a page of 200 hits over texts of a million characters each
+/// cost seconds. The passage shown comes from the start; the match itself is still found
+/// anywhere in the text (the index covers it all). See docs/decisions.md.
+pub const HEADLINE_SOURCE_CHARS: usize = 20_000;
+/// The deepest position a search page may start at: every page ranks every match up to
+/// `offset + limit`, so depth is cost. Deeper than this, a reader narrows the query.
+pub const MAX_SEARCH_OFFSET: i64 = 1_000;
+/// A search statement's time limit (`SET LOCAL statement_timeout`): one reader's query
+/// never holds a pooled connection longer.
+pub const SEARCH_STATEMENT_TIMEOUT_MS: u64 = 2_000;
 
 /// Marks a matched part of a snippet; never appears in text (a C0 control character).
 const START: char = '\u{2}';
@@ -36,7 +48,9 @@ pub trait SearchEngine: Send + Sync {
     /// Makes a document's current title, labels and text findable.
     async fn index(&self, conn: &mut AsyncPgConnection, document_id: Uuid) -> Result<(), DbError>;
 
-    /// One page of a tenant's live (not trashed) documents matching `query`, best first.
+    /// One page of a tenant's live (not trashed) documents matching `query`, best first;
+    /// `offset` is at most [`MAX_SEARCH_OFFSET`]. A search past its time limit fails
+    /// with a [`crate::db::DbFault::StatementTimeout`].
     async fn search(
         &self,
         conn: &mut AsyncPgConnection,
@@ -100,8 +114,11 @@ impl SearchEngine for PostgresSearch {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<SearchHit>, DbError> {
-        // Ranked ids first (cheap, from the GIN index), headlines only for the page.
-        let rows: Vec<HitRow> = diesel::sql_query(format!(
+        debug_assert!((0..=MAX_SEARCH_OFFSET).contains(&offset));
+        // Ranked ids first (cheap, from the GIN index), headlines only for the page, each
+        // over the start of the text only; the whole statement under its own timeout (in
+        // a transaction, so the setting ends with it and the pooled session keeps none).
+        let sql = format!(
             "WITH cfg AS ( \
                  SELECT coalesce((SELECT language FROM search_indexes WHERE tenant_id = $1), \
                                  'simple')::regconfig AS cfg), \
@@ -112,18 +129,30 @@ impl SearchEngine for PostgresSearch {
                  WHERE d.tenant_id = $1 AND d.trashed_at IS NULL AND d.search_vector @@ q.query \
                  ORDER BY rank DESC, d.id DESC LIMIT $3 OFFSET $4) \
              SELECT page.id, page.rank, \
-                    ts_headline(q.cfg, coalesce(nullif(d.content_text, ''), d.title), q.query, \
+                    ts_headline(q.cfg, \
+                        left(coalesce(nullif(d.content_text, ''), d.title), {HEADLINE_SOURCE_CHARS}), \
+                        q.query, \
                         'StartSel={START}, StopSel={STOP}, MaxWords=24, MinWords=8, \
                          MaxFragments=2, FragmentDelimiter=\" … \"') AS snippet \
              FROM page JOIN documents d ON d.id = page.id, q \
              ORDER BY page.rank DESC, page.id DESC"
-        ))
-        .bind::<SqlUuid, _>(tenant_id)
-        .bind::<Text, _>(query)
-        .bind::<Int8, _>(limit)
-        .bind::<Int8, _>(offset)
-        .load(conn)
-        .await?;
+        );
+        let rows: Vec<HitRow> = conn
+            .transaction::<_, DbError, _>(async |conn| {
+                diesel::sql_query(format!(
+                    "SET LOCAL statement_timeout = {SEARCH_STATEMENT_TIMEOUT_MS}"
+                ))
+                .execute(conn)
+                .await?;
+                Ok(diesel::sql_query(&sql)
+                    .bind::<SqlUuid, _>(tenant_id)
+                    .bind::<Text, _>(query)
+                    .bind::<Int8, _>(limit)
+                    .bind::<Int8, _>(offset)
+                    .load(conn)
+                    .await?)
+            })
+            .await?;
         Ok(rows
             .into_iter()
             .map(|row| SearchHit {

@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 
 use actix_web::{HttpResponse, web};
+use quire_shared::db::DbFault;
 use quire_shared::db::documents::{self, DocumentFilter, PageAfter};
 use quire_shared::db::labels;
-use quire_shared::search::{PostgresSearch, SearchEngine, SearchHit};
+use quire_shared::search::{MAX_SEARCH_OFFSET, PostgresSearch, SearchEngine, SearchHit};
 use quire_shared::states::DocumentStatus;
 use serde::Deserialize;
 use serde_json::json;
@@ -39,10 +40,11 @@ fn encode_search_cursor(offset: i64) -> String {
     hex::encode(format!("s1.{offset}"))
 }
 
+/// The offset a search cursor names (any position: the caller checks the depth).
 fn decode_search_cursor(cursor: &str) -> Option<i64> {
     let text = String::from_utf8(hex::decode(cursor).ok()?).ok()?;
     let offset: i64 = text.strip_prefix("s1.")?.parse().ok()?;
-    (0..=100_000).contains(&offset).then_some(offset)
+    (offset >= 0).then_some(offset)
 }
 
 /// `v1.<created_at unix nanos>.<id>`, hex-encoded: opaque to clients, stable for us.
@@ -82,7 +84,8 @@ fn decode_cursor(cursor: &str) -> Option<PageAfter> {
         (status = 200, description = "a page of documents, newest first (with q: best match first, each with `search: {rank, snippet}`): {documents, next_cursor}"),
         (status = 400, description = "invalid filter, limit or cursor", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
-        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+        (status = 422, description = "`search_too_deep`: a search cursor past the deepest page (1000 results); narrow the query", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable (retry after Retry-After); or `search_timeout`: the search ran past its time limit", body = ProblemView, content_type = "application/problem+json")
     )
 )]
 pub async fn list(
@@ -189,6 +192,14 @@ async fn search(
             format!("q has 1 to {MAX_QUERY_CHARS} characters"),
         ));
     }
+    // PostgreSQL refuses a NUL in text (a data error, not a reader's 500), and no control
+    // character is a word anyway.
+    if text.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "invalid_search",
+            "q has no control characters",
+        ));
+    }
     if query.status.is_some()
         || query.tag.is_some()
         || query.correspondent.is_some()
@@ -208,10 +219,22 @@ async fn search(
             )
         })?,
     };
+    if offset > MAX_SEARCH_OFFSET {
+        return Err(ApiError::unprocessable(
+            "search_too_deep",
+            format!(
+                "a search pages through its best {MAX_SEARCH_OFFSET} results; narrow the query"
+            ),
+        ));
+    }
     let mut conn = state.connection().await?;
     let mut hits = PostgresSearch
         .search(&mut conn, caller.tenant_id, text, limit + 1, offset)
-        .await?;
+        .await
+        .map_err(|error| match error.fault() {
+            DbFault::StatementTimeout => ApiError::SearchTimeout,
+            _ => error.into(),
+        })?;
     let more = hits.len() as i64 > limit;
     hits.truncate(limit as usize);
     let ids: Vec<Uuid> = hits.iter().map(|hit| hit.document_id).collect();
@@ -232,7 +255,9 @@ async fn search(
             snippet: hit.snippet,
         });
     }
-    let next_cursor = more.then(|| encode_search_cursor(offset + limit));
+    // Every cursor handed out is one the next request accepts.
+    let next_cursor =
+        (more && offset + limit <= MAX_SEARCH_OFFSET).then(|| encode_search_cursor(offset + limit));
     Ok(HttpResponse::Ok().json(json!({ "documents": views, "next_cursor": next_cursor })))
 }
 
@@ -251,6 +276,8 @@ mod tests {
         assert_eq!(decode_search_cursor(&encode_search_cursor(50)), Some(50));
         assert_eq!(decode_search_cursor(&encode_cursor(after)), None);
         assert_eq!(decode_search_cursor(&hex::encode("s1.-5")), None);
+        // Depth is the route's check (a 422), not a forgery (a 400).
+        assert_eq!(decode_search_cursor(&hex::encode("s1.5000")), Some(5000));
         for forged in [
             "",
             "zz",

@@ -264,3 +264,68 @@ async fn hostile_files_fail_with_stable_codes_and_the_next_job_still_runs() {
     let (_, job) = upload(&app, b"an ordinary note after the storm".to_vec(), "ok.txt").await;
     app.wait_for_job(job, JobStatus::Succeeded).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_with_a_nul_past_the_sniffed_bytes_is_cleaned_and_becomes_ready() {
+    let app = TestApp::spawn().await;
+    // The upload sniffs the first 512 bytes; the NUL and an invalid sequence come later.
+    let mut bytes = "Note about the echidna.\n".repeat(30).into_bytes();
+    assert!(bytes.len() > 512);
+    bytes.extend_from_slice(b"before\0after \xff\xfe the numbat\n");
+    let (id, job) = upload(&app, bytes, "nul.txt").await;
+    app.start_dispatcher();
+    let _worker = app.start_worker();
+    let job = app.wait_for_job(job, JobStatus::Succeeded).await;
+    assert_eq!(job.attempts, 1, "a file's fault is never retried");
+    assert_eq!(document(&app, id).await["status"], "READY");
+    let hits = search(&app, &app.token, "numbat").await;
+    assert_eq!(hits.len(), 1);
+    assert_eq!(uuid_at(&hits[0], "/id"), id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_error_fails_a_job_for_good_and_only_an_unreachable_database_is_transient() {
+    use diesel::sql_types::Text;
+    use diesel_async::RunQueryDsl;
+    use quire_shared::db::DbError;
+    use quire_shared::jobs::JobError;
+
+    let app = TestApp::spawn().await;
+    let mut conn = app.pool.get().await.expect("connection");
+    // Class 22 errors of the real server: a NUL in text, text that is no integer, a
+    // division by zero.
+    let statements: [(&str, &str); 3] = [
+        ("SELECT $1::text AS value", "before\0after"),
+        ("SELECT $1::int4::text AS value", "twelve"),
+        ("SELECT (1 / (length($1) - 1))::text AS value", "x"),
+    ];
+    for (sql, value) in statements {
+        let error = diesel::sql_query(sql)
+            .bind::<Text, _>(value)
+            .execute(&mut conn)
+            .await
+            .expect_err(sql);
+        let error = JobError::database(DbError::from(error));
+        assert!(
+            matches!(error, JobError::Permanent { .. }),
+            "{sql}: {error:?}"
+        );
+        assert_eq!(error.code(), "invalid_data", "{sql}");
+    }
+    drop(conn);
+
+    // A database that does not answer is worth another attempt.
+    let mut settings = app.context.settings.database.clone();
+    settings.url = quire_shared::secret::Secret::new("postgres://quire@127.0.0.1:1/quire");
+    settings.connect_timeout_seconds = 1;
+    let unreachable = quire_shared::db::build_pool(&settings).expect("pool");
+    let error = JobError::database(DbError::from(
+        unreachable
+            .get()
+            .await
+            .err()
+            .expect("port 1 answers nothing"),
+    ));
+    assert!(matches!(error, JobError::Transient { .. }), "{error:?}");
+    assert_eq!(error.code(), "database_unavailable");
+}

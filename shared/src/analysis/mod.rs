@@ -136,7 +136,9 @@ impl Analyzer {
             Kind::Image => self.image(source, work).await?,
             Kind::Text => self.text(source, work).await?,
         };
-        let text: String = text.chars().take(self.settings.max_text_chars).collect();
+        let text: String = clean_text(&text)
+            .take(self.settings.max_text_chars)
+            .collect();
         let today = OffsetDateTime::now_utc().date();
         let issued_at = dates::detect_issued_at(&text, self.settings.date_order, today);
         Ok(Analysis {
@@ -195,6 +197,16 @@ impl Analyzer {
     }
 }
 
+/// Extracted text as Quire stores it: invalid UTF-8 was already replaced (U+FFFD) where
+/// the bytes were read; here every control character but tab, line feed, carriage return
+/// and form feed (pdftotext's page break) is dropped. PostgreSQL refuses a NUL in text,
+/// and the others are no words: a file's own bytes must never fail the write that
+/// stores them, nor forge the snippet markers search uses (U+0002, U+0003).
+pub fn clean_text(text: &str) -> impl Iterator<Item = char> + '_ {
+    text.chars()
+        .filter(|ch| !ch.is_control() || matches!(ch, '\t' | '\n' | '\r' | '\u{c}'))
+}
+
 pub(super) fn pdf_tool_error(error: ToolError) -> AnalysisError {
     match error {
         ToolError::Unavailable { .. } => AnalysisError::ToolUnavailable(error),
@@ -207,5 +219,19 @@ pub(super) fn pdf_tool_error(error: ToolError) -> AnalysisError {
             AnalysisError::ToolLimit
         }
         ToolError::Failed { .. } => AnalysisError::PdfUnreadable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cleaning_drops_control_characters_but_keeps_layout_and_letters() {
+        let text = "a\0b\u{2}c\u{3}d\u{7f}e\u{85}f\tg\nh\r\n\u{c}Grüße \u{fffd}";
+        assert_eq!(
+            clean_text(text).collect::<String>(),
+            "abcdef\tg\nh\r\n\u{c}Grüße \u{fffd}"
+        );
     }
 }

@@ -49,7 +49,58 @@ pub enum DbError {
     Migration(String),
 }
 
+/// What a database error says about the next attempt. See [`DbError::fault`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbFault {
+    /// The data was refused (SQLSTATE class 22, or a value past one of PostgreSQL's
+    /// size limits): the same statement with the same data fails again.
+    Data,
+    /// The statement ran past its `statement_timeout` (SQLSTATE 57014).
+    StatementTimeout,
+    /// Anything else: the pool, the connection, a serialization failure or deadlock, a
+    /// server shutting down, or a fault we cannot name. Worth another attempt.
+    Unavailable,
+}
+
+/// The primary messages of the data errors Quire's statements can meet (SQLSTATE class
+/// 22, plus tsvector's size limit, class 54). diesel 2.3 and diesel-async 0.9 drop the
+/// SQLSTATE when they convert the server's error (diesel-rs/diesel#5232 adds it), so the
+/// message is what is left to read; `api/tests/it/analysis.rs` checks each against the
+/// real server. A server whose `lc_messages` translates them reads as `Unavailable`: the
+/// old, retrying behaviour, never a retryable fault taken for a permanent one.
+const DATA_ERROR_MESSAGES: &[&str] = &[
+    "invalid byte sequence for encoding",
+    "character with byte sequence",
+    "unsupported unicode escape sequence",
+    "invalid input syntax for",
+    "value too long for type",
+    "out of range",
+    "division by zero",
+    "string is too long for tsvector",
+    "array size exceeds the maximum",
+];
+
 impl DbError {
+    /// Whether another attempt could succeed: the one place that decides, for every job
+    /// handler and route.
+    pub fn fault(&self) -> DbFault {
+        use diesel::result::{DatabaseErrorKind, Error};
+        let Self::Query(Error::DatabaseError(DatabaseErrorKind::Unknown, info)) = self else {
+            return DbFault::Unavailable;
+        };
+        let message = info.message().to_ascii_lowercase();
+        if message.starts_with("canceling statement due to statement timeout") {
+            DbFault::StatementTimeout
+        } else if DATA_ERROR_MESSAGES
+            .iter()
+            .any(|known| message.contains(known))
+        {
+            DbFault::Data
+        } else {
+            DbFault::Unavailable
+        }
+    }
+
     /// A unique or exclusion constraint refused the write.
     pub fn is_unique_violation(&self) -> bool {
         matches!(

@@ -18,9 +18,6 @@ pub struct JobContext {
 impl JobContext {
     /// A connection for a handler; a pool that cannot give one is worth another attempt.
     pub async fn connection(&self) -> Result<PooledConnection, JobError> {
-        self.pool
-            .get()
-            .await
-            .map_err(JobError::database_unavailable)
+        self.pool.get().await.map_err(JobError::database)
     }
 }

@@ -1,6 +1,8 @@
 //! How a handler says it failed: transient (worth another attempt) or permanent. Codes
 //! are stable and messages are safe to show a client: no paths, keys or error texts.
 
+use crate::db::{DbError, DbFault};
+
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
     #[error("{code}: {message}")]
@@ -50,9 +52,29 @@ impl JobError {
         }
     }
 
-    /// The database failed under a handler: worth another attempt.
+    /// The database is unavailable under a handler: worth another attempt. Handlers call
+    /// [`JobError::database`], which decides whether a fault is this one.
     pub fn database_unavailable(error: impl Into<anyhow::Error>) -> Self {
         Self::transient("database_unavailable", "the database is unavailable", error)
+    }
+
+    /// A database error under a handler, classified once ([`DbError::fault`]): data the
+    /// database refuses fails the job and its document for good (another attempt would
+    /// store the same data); anything else is worth another attempt.
+    pub fn database(error: impl Into<DbError>) -> Self {
+        let error = error.into();
+        match error.fault() {
+            DbFault::Data => {
+                // A permanent failure carries no cause; this is the one place that still
+                // has the server's words, and the operator needs them to find the data.
+                tracing::warn!(error = ?error, "the database refused a job's data");
+                Self::document_failed(
+                    "invalid_data",
+                    "the document holds data the database refuses",
+                )
+            }
+            DbFault::StatementTimeout | DbFault::Unavailable => Self::database_unavailable(error),
+        }
     }
 
     /// The object store failed under a handler: worth another attempt.

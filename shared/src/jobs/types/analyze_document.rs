@@ -151,7 +151,7 @@ impl BackgroundJob for AnalyzeDocument {
             let started =
                 analysis::start_processing(&mut conn, &fence, job.tenant_id, payload.document_id)
                     .await
-                    .map_err(JobError::database_unavailable)?;
+                    .map_err(JobError::database)?;
             if !started {
                 return Err(JobError::permanent(
                     "document_missing",
@@ -201,7 +201,7 @@ impl BackgroundJob for AnalyzeDocument {
         let mut conn = context.connection().await?;
         let indexed = index(&mut conn, &fence, &version, &found, &stored)
             .await
-            .map_err(JobError::database_unavailable)?;
+            .map_err(JobError::database)?;
         if !indexed {
             // The job moved on without this worker; its finish will be fenced off too.
             tracing::warn!("analysis results not recorded: the claim no longer holds");

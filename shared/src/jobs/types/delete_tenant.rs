@@ -35,7 +35,7 @@ async fn authorize(
 ) -> Result<(), JobError> {
     let tenant = tenants::find_tenant(conn, job.tenant_id)
         .await
-        .map_err(JobError::database_unavailable)?
+        .map_err(JobError::database)?
         .ok_or(JobError::permanent(
             "tenant_missing",
             "the tenant does not exist",
@@ -71,7 +71,7 @@ async fn authorize(
         job.id,
     )
     .await
-    .map_err(JobError::database_unavailable)?;
+    .map_err(JobError::database)?;
     if !nonce_is_ours {
         return Err(JobError::permanent(
             "nonce_replayed",
@@ -118,7 +118,7 @@ impl BackgroundJob for TenantDeletionRequest {
         }
         tenant_data::remove_other_jobs(&mut conn, tenant_id, job.id)
             .await
-            .map_err(JobError::database_unavailable)?;
+            .map_err(JobError::database)?;
         context
             .store
             .delete_prefix(&StorageKey::tenant_prefix(tenant_id))
@@ -134,7 +134,7 @@ impl BackgroundJob for TenantDeletionRequest {
             Ok(())
         })
         .await
-        .map_err(JobError::database_unavailable)?;
+        .map_err(JobError::database)?;
         tracing::info!(action = request.action.as_str(), "tenant data wiped");
         Ok(())
     }

@@ -48,7 +48,7 @@ impl BackgroundJob for ProvisionTenant {
             members::materialize(conn, job.tenant_id, &self.members).await
         })
         .await
-        .map_err(JobError::database_unavailable)
+        .map_err(JobError::database)
     }
 
     async fn commit_success(

@@ -93,7 +93,7 @@ impl BackgroundJob for PurgeDocument {
                 "document_restored",
                 "the document was restored before the purge ran",
             )),
-            Err(PurgeError::Db(error)) => Err(JobError::database_unavailable(error)),
+            Err(PurgeError::Db(error)) => Err(JobError::database(error)),
             Err(PurgeError::Storage(error)) => Err(JobError::storage_unavailable(error)),
         }
     }
