@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use quire_shared::broker::{MESSAGE_VERSION, WireMessage};
-use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job};
+use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job, Stopped};
 use quire_shared::db::{DbError, documents};
 use quire_shared::jobs::{self as job_types, JobError, Prepared};
 use quire_shared::states::TenantStatus;
@@ -121,7 +121,7 @@ fn parse(raw: &str) -> Option<WireMessage> {
 }
 
 /// Runs one claimed job in its slot. `stop` cancels it at the drain deadline; it is
-/// queued again at once.
+/// queued again at once, or fails if that was its last attempt.
 pub async fn run(context: &Arc<WorkerContext>, claimed: Claimed, stop: &CancellationToken) {
     let Claimed {
         message,
@@ -196,18 +196,28 @@ async fn process(
         }
         Ended::Stopped => {
             let mut conn = context.pool().get().await?;
-            let requeued = jobs::requeue_for_retry(
+            let stopped = jobs::stop_at_shutdown(
                 &mut conn,
                 &fence,
-                Duration::ZERO,
                 "worker_shutdown",
                 "the worker shut down before the job finished",
             )
             .await?;
-            if requeued {
-                tracing::warn!("job stopped by shutdown and queued again");
-            } else {
-                stale(&fence);
+            match stopped {
+                Stopped::Requeued => tracing::warn!("job stopped by shutdown and queued again"),
+                Stopped::Failed => {
+                    metrics::counter!(
+                        quire_shared::metrics::JOBS_FINISHED,
+                        "type" => job.job_type.clone(),
+                        "outcome" => "failed"
+                    )
+                    .increment(1);
+                    tracing::warn!(
+                        attempt = job.attempts,
+                        "job stopped by shutdown on its last attempt, failed"
+                    );
+                }
+                Stopped::Stale => stale(&fence),
             }
             Ok(())
         }
