@@ -1,17 +1,20 @@
 //! Runs popped messages: parse, claim a batch in one statement, run each handler beside
 //! its heartbeat, write each outcome back fenced.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
+use futures_util::FutureExt;
 use quire_shared::broker::{MESSAGE_VERSION, WireMessage};
-use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job};
+use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job, Stopped};
 use quire_shared::db::{DbError, documents};
 use quire_shared::jobs::{self as job_types, JobError, Prepared};
 use quire_shared::states::TenantStatus;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use crate::context::WorkerContext;
@@ -121,7 +124,7 @@ fn parse(raw: &str) -> Option<WireMessage> {
 }
 
 /// Runs one claimed job in its slot. `stop` cancels it at the drain deadline; it is
-/// queued again at once.
+/// queued again at once, or fails if that was its last attempt.
 pub async fn run(context: &Arc<WorkerContext>, claimed: Claimed, stop: &CancellationToken) {
     let Claimed {
         message,
@@ -167,11 +170,14 @@ async fn process(
         .ok_or_else(|| anyhow::anyhow!("a claimed job has no worker id"))?;
     tracing::info!(attempt = job.attempts, "job claimed");
     let lost = CancellationToken::new();
-    let beating = tokio::spawn(heartbeat::run(
+    // Aborted when dropped, on every path out of this function — an early return, an
+    // error, a panic unwinding, the batch task aborted at the drain deadline — so the
+    // lease of a job nobody runs is never renewed. A bare `JoinHandle` only detaches.
+    let beating = AbortOnDropHandle::new(tokio::spawn(heartbeat::run(
         Arc::clone(context),
         fence.clone(),
         lost.clone(),
-    ));
+    )));
     let (handler, ended) = match prepare(&job, tenant_status) {
         Err(refused) => (None, Ended::Finished(Err(refused))),
         Ok(handler) => {
@@ -183,7 +189,8 @@ async fn process(
             (Some(handler), ended)
         }
     };
-    beating.abort();
+    // Stopped before the write-back: a beat after it would find the job moved on.
+    drop(beating);
     let handler = handler.as_ref().map(|handler| handler.prepared.as_ref());
     metrics::histogram!(quire_shared::metrics::JOB_RUN_SECONDS, "type" => job_type)
         .record(started.elapsed().as_secs_f64());
@@ -196,18 +203,28 @@ async fn process(
         }
         Ended::Stopped => {
             let mut conn = context.pool().get().await?;
-            let requeued = jobs::requeue_for_retry(
+            let stopped = jobs::stop_at_shutdown(
                 &mut conn,
                 &fence,
-                Duration::ZERO,
                 "worker_shutdown",
                 "the worker shut down before the job finished",
             )
             .await?;
-            if requeued {
-                tracing::warn!("job stopped by shutdown and queued again");
-            } else {
-                stale(&fence);
+            match stopped {
+                Stopped::Requeued => tracing::warn!("job stopped by shutdown and queued again"),
+                Stopped::Failed => {
+                    metrics::counter!(
+                        quire_shared::metrics::JOBS_FINISHED,
+                        "type" => job.job_type.clone(),
+                        "outcome" => "failed"
+                    )
+                    .increment(1);
+                    tracing::warn!(
+                        attempt = job.attempts,
+                        "job stopped by shutdown on its last attempt, failed"
+                    );
+                }
+                Stopped::Stale => stale(&fence),
             }
             Ok(())
         }
@@ -218,6 +235,8 @@ async fn process(
 struct Handler {
     prepared: Box<dyn Prepared>,
     time_limit: Duration,
+    /// A failure of the job is its document's failure (`OWNS_DOCUMENT_STATUS`).
+    owns_document_status: bool,
 }
 
 /// The handler of the job row's type (the truth, not the message), once the type's
@@ -236,9 +255,11 @@ fn prepare(job: &Job, tenant_status: Option<TenantStatus>) -> Result<Handler, Jo
         ));
     };
     job_type.check_tenant(tenant_status)?;
+    let spec = job_type.spec();
     Ok(Handler {
         prepared: job_type.prepare(job)?,
-        time_limit: Duration::from_secs(job_type.spec().time_limit_seconds),
+        time_limit: Duration::from_secs(spec.time_limit_seconds),
+        owns_document_status: spec.owns_document_status,
     })
 }
 
@@ -248,9 +269,28 @@ async fn run_handler(
     job: &Job,
     cancelled: &CancellationToken,
 ) -> Result<(), JobError> {
-    let run = handler.prepared.run(&context.jobs, job, cancelled);
+    // A panic in the handler (or in a blocking step it resumes, see
+    // `analysis::blocking`) ends here as a failure of this attempt instead of unwinding
+    // the slot's task. Unwind safety: the handler shares nothing with the worker that a
+    // half-done run could leave inconsistent; its writes are fenced transactions.
+    let run = AssertUnwindSafe(handler.prepared.run(&context.jobs, job, cancelled)).catch_unwind();
     match tokio::time::timeout(handler.time_limit, run).await {
-        Ok(outcome) => outcome,
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(panic)) => {
+            let panic = panic
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(panic, "job handler panicked");
+            // Permanent: a panic is a bug, and the same input hits it again
+            // (docs/decisions.md, "A panicking attempt").
+            Err(JobError::Permanent {
+                code: "handler_panicked",
+                message: "the job stopped on an internal error",
+                fail_document: handler.owns_document_status,
+            })
+        }
         Err(_) => Err(JobError::Transient {
             code: "timed_out",
             message: "the job ran past its time limit",

@@ -151,9 +151,7 @@ impl Analyzer {
     async fn pdf(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
         let bytes = tokio::fs::read(source).await?;
         let limit = self.settings.max_pdf_inflated_mb * MIB;
-        let bomb = tokio::task::spawn_blocking(move || pdf_guard::inflates_beyond(&bytes, limit))
-            .await
-            .map_err(|error| AnalysisError::Io(std::io::Error::other(error)))?;
+        let bomb = blocking(move || pdf_guard::inflates_beyond(&bytes, limit)).await?;
         if bomb {
             return Err(AnalysisError::PdfBomb);
         }
@@ -172,7 +170,7 @@ impl Analyzer {
         let settings = self.settings.clone();
         let gray = work.join("ocr.png");
         let gray_path = gray.clone();
-        let thumbnail = tokio::task::spawn_blocking(move || {
+        let thumbnail = blocking(move || {
             let image = thumbnail::decode_image(&bytes, &settings)?;
             // OCR reads a grayscale PNG whatever the input format (WebP included).
             image
@@ -181,8 +179,7 @@ impl Analyzer {
                 .map_err(|_| AnalysisError::ImageUnreadable)?;
             thumbnail::encode_thumbnail(&image, settings.thumbnail_width)
         })
-        .await
-        .map_err(|error| AnalysisError::Io(std::io::Error::other(error)))??;
+        .await??;
         let text = self.ocr(&gray).await?;
         Ok((thumbnail, text))
     }
@@ -205,6 +202,21 @@ impl Analyzer {
 pub fn clean_text(text: &str) -> impl Iterator<Item = char> + '_ {
     text.chars()
         .filter(|ch| !ch.is_control() || matches!(ch, '\t' | '\n' | '\r' | '\u{c}'))
+}
+
+/// Runs a CPU-bound step (a decoder, the PDF guard) on a blocking thread. A panic in it
+/// resumes in the calling handler, where the worker turns it into that attempt's
+/// failure (`handler_panicked`): a decoder's bug on a hostile file is not the storage
+/// failing, and is not worth another attempt.
+async fn blocking<T: Send + 'static>(
+    step: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, AnalysisError> {
+    match tokio::task::spawn_blocking(step).await {
+        Ok(value) => Ok(value),
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // Cancelled: the runtime is shutting down under the handler.
+        Err(error) => Err(AnalysisError::Io(std::io::Error::other(error))),
+    }
 }
 
 pub(super) fn pdf_tool_error(error: ToolError) -> AnalysisError {
@@ -232,6 +244,23 @@ mod tests {
         assert_eq!(
             clean_text(text).collect::<String>(),
             "abcdef\tg\nh\r\n\u{c}Grüße \u{fffd}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod blocking_tests {
+    use super::blocking;
+
+    #[tokio::test]
+    async fn a_panic_in_a_blocking_step_resumes_in_its_caller() {
+        let caller = tokio::spawn(async {
+            let _ = blocking(|| -> u8 { panic!("a decoder's bug") }).await;
+        });
+        let ended = caller.await;
+        assert!(
+            ended.is_err_and(|error| error.is_panic()),
+            "the panic became an error value (storage_unavailable) instead"
         );
     }
 }

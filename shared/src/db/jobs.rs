@@ -499,6 +499,84 @@ pub async fn requeue_for_retry(
     Ok(requeued.count == 1)
 }
 
+/// What [`stop_at_shutdown`] did to a job the drain deadline stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Attempts were left: `QUEUED` again with a new event due now.
+    Requeued,
+    /// That was its last attempt: `FAILED`, and its document too if the job owns its
+    /// status.
+    Failed,
+    /// The fence no longer held: nothing changed.
+    Stale,
+}
+
+#[derive(QueryableByName)]
+struct StoppedRow {
+    #[diesel(sql_type = Int8)]
+    requeued: i64,
+    #[diesel(sql_type = Int8)]
+    failed: i64,
+}
+
+/// Fenced end of a run the worker's drain deadline stopped, in ONE statement that reads
+/// the budget on the row itself: with attempts left, `RUNNING → QUEUED` with a new event
+/// due now (as [`requeue_for_retry`]); on its last attempt, `RUNNING → FAILED` and the
+/// document of a job that owns its status `FAILED` — the rescuer's rule for a spent
+/// lease, so frequent deploys cannot loop a job longer than the drain deadline for ever.
+/// The two branches exclude each other, so exactly one applies or, stale, neither.
+pub async fn stop_at_shutdown(
+    conn: &mut AsyncPgConnection,
+    fence: &Fence,
+    error_code: &str,
+    safe_message: &str,
+) -> Result<Stopped, DbError> {
+    let event_id = Uuid::now_v7();
+    let row = diesel::sql_query(concat!(
+        "WITH job AS ( \
+             UPDATE processing_jobs AS j \
+             SET status = 'QUEUED', current_event_id = $4, worker_id = NULL, \
+                 lease_expires_at = NULL, heartbeat_at = NULL, \
+                 error_code = $5, error_message = $6, updated_at = now() \
+             FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
+             WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
+               AND j.last_task_id = $7 AND j.attempts < j.max_attempts \
+             RETURNING j.id, j.tenant_id, j.job_type, prev.previous), ",
+        next_event_cte!("$4", "job.previous", "now()"),
+        ", failed AS ( \
+             UPDATE processing_jobs AS j \
+             SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
+                 error_code = $5, error_message = $6, updated_at = now() \
+             WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
+               AND j.last_task_id = $7 AND j.attempts >= j.max_attempts \
+             RETURNING j.id, j.tenant_id, j.document_id, j.job_type), \
+         document AS ( \
+             UPDATE documents AS d \
+             SET status = 'FAILED', processing_error = $6, updated_at = now() \
+             FROM failed \
+             WHERE d.id = failed.document_id AND d.tenant_id = failed.tenant_id \
+               AND failed.job_type = ANY($8) \
+             RETURNING d.id) \
+         SELECT (SELECT count(*) FROM event) AS requeued, (SELECT count(*) FROM failed) AS failed"
+    ))
+    .bind::<SqlUuid, _>(fence.job_id)
+    .bind::<Text, _>(&fence.worker_id)
+    .bind::<Int4, _>(fence.attempt)
+    .bind::<SqlUuid, _>(event_id)
+    .bind::<Text, _>(error_code)
+    .bind::<Text, _>(bounded(safe_message))
+    .bind::<SqlUuid, _>(fence.task_id)
+    .bind::<Array<Text>, _>(crate::jobs::document_status_owners())
+    .prepared()
+    .get_result::<StoppedRow>(conn)
+    .await?;
+    Ok(match (row.requeued, row.failed) {
+        (1, _) => Stopped::Requeued,
+        (_, 1) => Stopped::Failed,
+        _ => Stopped::Stale,
+    })
+}
+
 /// What a heartbeat found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Beat {

@@ -70,6 +70,7 @@ impl World {
             work_ms: 60_000,
             abort: false,
             transient_failures: 0,
+            panic: false,
         };
         let job_id = self.enqueue_fault_jobs(1, long).await[0];
         self.wait_for_job(job_id, JobStatus::Running).await

@@ -16,6 +16,7 @@ async fn a_transient_failure_is_retried_through_a_new_delayed_event() {
         work_ms: 0,
         abort: false,
         transient_failures: 2,
+        panic: false,
     };
     let job_id = world.enqueue_fault_jobs(1, flaky).await[0];
     let job = world.wait_for_job(job_id, JobStatus::Succeeded).await;
@@ -34,6 +35,7 @@ async fn transient_failures_end_failed_with_their_code_when_attempts_run_out() {
         work_ms: 0,
         abort: false,
         transient_failures: 100,
+        panic: false,
     };
     // The tenant's budget comes from settings: the test profile keeps the default.
     let job_id = world.enqueue_fault_jobs(1, hopeless).await[0];

@@ -27,6 +27,7 @@ async fn cancelled_jobs_never_start_and_running_ones_stop() {
                 work_ms: 120_000,
                 abort: false,
                 transient_failures: 0,
+                panic: false,
             },
             5,
         )

@@ -26,6 +26,7 @@ async fn a_dispatcher_dying_after_its_push_never_runs_an_effect_twice() {
                 work_ms: 10,
                 abort: false,
                 transient_failures: 0,
+                panic: false,
             },
             25,
         )

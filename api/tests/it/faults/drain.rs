@@ -30,6 +30,7 @@ async fn sigterm_finishes_short_jobs_and_requeues_long_ones_at_the_deadline() {
                 work_ms: 1_000,
                 abort: false,
                 transient_failures: 0,
+                panic: false,
             },
             5,
         )
@@ -41,6 +42,7 @@ async fn sigterm_finishes_short_jobs_and_requeues_long_ones_at_the_deadline() {
                 work_ms: 60_000,
                 abort: false,
                 transient_failures: 0,
+                panic: false,
             },
             5,
         )

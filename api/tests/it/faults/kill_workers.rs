@@ -24,6 +24,7 @@ async fn killing_workers_mid_run_loses_and_duplicates_nothing() {
                 work_ms: 100,
                 abort: false,
                 transient_failures: 0,
+                panic: false,
             },
             25,
         )

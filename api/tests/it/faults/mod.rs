@@ -12,6 +12,7 @@ mod dispatcher_crash;
 mod drain;
 mod kill_workers;
 mod oracle;
+mod panic;
 mod poison;
 mod postgres_restart;
 mod redis_restarts;

@@ -24,6 +24,7 @@ async fn a_poison_pill_ends_failed_after_its_attempts_and_harms_nothing_else() {
                 work_ms: 0,
                 abort: true,
                 transient_failures: 0,
+                panic: false,
             },
             max_attempts,
         )
@@ -35,6 +36,7 @@ async fn a_poison_pill_ends_failed_after_its_attempts_and_harms_nothing_else() {
                 work_ms: 50,
                 abort: false,
                 transient_failures: 0,
+                panic: false,
             },
             25,
         )

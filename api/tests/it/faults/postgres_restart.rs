@@ -26,6 +26,7 @@ async fn the_api_answers_503_while_postgres_is_down_and_nothing_is_lost() {
                 work_ms: 50,
                 abort: false,
                 transient_failures: 0,
+                panic: false,
             },
             25,
         )

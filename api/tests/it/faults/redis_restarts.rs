@@ -24,6 +24,7 @@ async fn redis_restarting_empty_mid_run_loses_nothing() {
                 work_ms: 50,
                 abort: false,
                 transient_failures: 0,
+                panic: false,
             },
             25,
         )

@@ -26,13 +26,22 @@ pub struct FaultTest {
     /// Fail transiently on this many first attempts, then succeed.
     #[serde(default)]
     pub transient_failures: i32,
+    /// Panic inside the handler's task mid-run (a bug in a handler), after its start is
+    /// logged: the worker must fail that attempt, not hold the job, and serve on.
+    #[serde(default)]
+    pub panic: bool,
 }
 
 #[async_trait]
 impl BackgroundJob for FaultTest {
     const JOB_TYPE: &'static str = "fault-test";
     const DESCRIPTION: Description = Description {
-        payload: &[("work_ms", "integer"), ("abort", "boolean")],
+        payload: &[
+            ("work_ms", "integer"),
+            ("abort", "boolean"),
+            ("transient_failures", "integer"),
+            ("panic", "boolean"),
+        ],
         enqueued_by: "the fault suite",
         work: "test oracle",
     };
@@ -70,6 +79,9 @@ impl BackgroundJob for FaultTest {
         if payload.abort {
             tracing::warn!("fault-test job aborts its worker");
             std::process::abort();
+        }
+        if payload.panic {
+            panic!("fault-test job panics in its handler");
         }
         let mut left = payload.work_ms;
         while left > 0 {
