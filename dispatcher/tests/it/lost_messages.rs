@@ -289,3 +289,23 @@ async fn without_redis_a_pass_fails_and_announces_nothing() {
     assert!(outcome.is_err(), "{outcome:?}");
     assert_eq!(world.events(enqueued.job_id).await.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_published_before_the_tail_was_pushed_is_announced_again() {
+    let world = World::new().await;
+    let (lost, waiting) = (world.enqueue().await, world.enqueue().await);
+    // `lost` was published an hour ago and its message is gone; `waiting` was
+    // published (and its message pushed) after it and still waits at the tail.
+    published_ago(&world, lost, "1 hour").await;
+    published_ago(&world, waiting, "30 minutes").await;
+    push_message(&world, waiting).await;
+
+    let reannounced = recovery(&world, world.redis.clone(), Duration::from_secs(600))
+        .run_once()
+        .await
+        .expect("lost-message recovery");
+
+    assert_eq!(reannounced, Some(1));
+    assert_eq!(world.events(lost.job_id).await.len(), 2);
+    assert_eq!(world.events(waiting.job_id).await.len(), 1);
+}
