@@ -13,7 +13,6 @@ use quire_shared::db::PgPool;
 use quire_shared::db::outbox::{self, ClaimedEvent, Published, Retry};
 use quire_shared::redis_client::{RedisConnection, RedisPool};
 use quire_shared::retry::{Backoff, ReconnectBackoff};
-use time::OffsetDateTime;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -192,7 +191,6 @@ impl Publisher {
         &self,
         events: &[ClaimedEvent],
     ) -> (redis::Pipeline, Vec<Published>, Vec<Retry>) {
-        let now = OffsetDateTime::now_utc();
         let mut pipeline = redis::pipe();
         let mut published = Vec::with_capacity(events.len());
         let mut malformed = Vec::new();
@@ -207,7 +205,10 @@ impl Publisher {
                         request_id = message.request_id.as_deref().unwrap_or_default(),
                         "publishing event"
                     );
-                    let wire = WireMessage::publish(message, task_id, now);
+                    // Stamped with the database time of the claim, not this host's
+                    // clock: lost-message recovery compares it with `published_at`,
+                    // which the database sets after the push.
+                    let wire = WireMessage::publish(message, task_id, event.claimed_at);
                     serde_json::to_string(&wire)
                         .ok()
                         .map(|text| (task_id, text))

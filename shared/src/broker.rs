@@ -60,7 +60,10 @@ impl EventMessage {
 }
 
 /// What goes over Redis: the stored message, field for field, plus this publication's
-/// task id and time.
+/// task id and time. `published_at` is the database time of the claim that led to this
+/// push (`claimed_at`), read before the push and never later than the event's own
+/// `published_at`: lost-message recovery compares it with events' `published_at` on the
+/// one clock both come from (DESIGN §5, docs/decisions.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireMessage {
     #[serde(flatten)]
@@ -141,6 +144,47 @@ pub async fn oldest_event_ids(
                 .and_then(|raw| serde_json::from_str::<WireMessage>(&raw).ok())
                 .map(|message| message.event.event_id);
             ((*job_type).to_owned(), event_id)
+        })
+        .collect())
+}
+
+/// The oldest message of a list, as lost-message recovery reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// The list is empty.
+    Empty,
+    /// The oldest message was pushed at this time (its `published_at`).
+    Pushed(OffsetDateTime),
+    /// The oldest message does not parse as a [`WireMessage`]: nobody can tell when it
+    /// was pushed, so nobody can tell which messages before it were lost.
+    Unknown,
+}
+
+/// The oldest message of each job type's list (its tail), in the order of `job_types`.
+/// One pipeline, so every list is read at the same moment.
+pub async fn oldest_pushed_at(
+    pool: &RedisPool,
+    namespace: &str,
+    job_types: &[&str],
+) -> Result<Vec<(String, Tail)>, BrokerError> {
+    let mut conn = pool.get().await?;
+    let mut pipe = redis::pipe();
+    for job_type in job_types {
+        pipe.cmd("LINDEX")
+            .arg(queue_key(namespace, job_type))
+            .arg(-1);
+    }
+    let tails: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+    Ok(job_types
+        .iter()
+        .zip(tails)
+        .map(|(job_type, tail)| {
+            let tail = match tail {
+                None => Tail::Empty,
+                Some(raw) => serde_json::from_str::<WireMessage>(&raw)
+                    .map_or(Tail::Unknown, |message| Tail::Pushed(message.published_at)),
+            };
+            ((*job_type).to_owned(), tail)
         })
         .collect())
 }

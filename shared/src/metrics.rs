@@ -28,6 +28,9 @@ pub const PUBLISH_FAILURES: &str = "quire_publish_failures_total";
 pub const EVENTS_PUBLISHED: &str = "quire_events_published_total";
 pub const RESCUES: &str = "quire_rescued_jobs_total";
 pub const REPUBLISHED: &str = "quire_lost_messages_republished_total";
+/// Label `job_type`: lost-message passes that skipped a list whose oldest message does
+/// not parse, so nothing before it could be told lost.
+pub const LOST_MESSAGES_UNKNOWN_TAIL: &str = "quire_lost_messages_unknown_tail_total";
 pub const WORKER_SLOTS: &str = "quire_worker_slots";
 pub const WORKER_SLOTS_BUSY: &str = "quire_worker_slots_busy";
 // Queue state, rendered from the database and Redis at each scrape of the API

@@ -1,7 +1,10 @@
 //! Lost-message recovery (DESIGN §5): a `QUEUED` job whose current event was published
 //! before the oldest message still in its list (or before `now() - grace` when the list
-//! is empty) was popped and never claimed, or Redis lost it: it gets a new event. One
-//! dispatcher per interval (an advisory lock).
+//! is empty) was popped and never claimed, or Redis lost it: it gets a new event. "Before"
+//! compares the event's `published_at` with the push time the oldest message carries,
+//! both database times; a list whose oldest message cannot be read is skipped (counted
+//! in `quire_lost_messages_unknown_tail_total`). One dispatcher per interval (an
+//! advisory lock).
 
 use std::time::Duration;
 
@@ -49,7 +52,7 @@ impl Task for LostMessages {
         let types: Vec<&str> = quire_shared::jobs::job_types().collect();
         // Without Redis nobody can tell a lost message from a queued one: the pass fails
         // and changes nothing.
-        let oldest = broker::oldest_event_ids(&self.redis, &self.namespace, &types)
+        let oldest = broker::oldest_pushed_at(&self.redis, &self.namespace, &types)
             .await
             .context("failed to read the oldest message of each list")?;
         let mut conn = self.pool.get().await.context("no database connection")?;
@@ -57,10 +60,28 @@ impl Task for LostMessages {
         let reannounced = maintenance::once_per_tick(&mut conn, locks::LOST_MESSAGES, |conn| {
             async move {
                 let mut total = 0;
-                for (job_type, oldest_event) in &oldest {
-                    total +=
-                        maintenance::reannounce_lost(conn, job_type, *oldest_event, grace, batch)
-                            .await?;
+                for (job_type, tail) in &oldest {
+                    let pushed_at = match tail {
+                        broker::Tail::Empty => None,
+                        broker::Tail::Pushed(at) => Some(*at),
+                        // A message nobody can date says nothing about the ones before
+                        // it: reading it as an empty list would announce a whole
+                        // backlog again. This list waits until a worker pops it.
+                        broker::Tail::Unknown => {
+                            metrics::counter!(
+                                quire_shared::metrics::LOST_MESSAGES_UNKNOWN_TAIL,
+                                "job_type" => job_type.clone()
+                            )
+                            .increment(1);
+                            tracing::warn!(
+                                job_type = %job_type,
+                                "oldest message of the list does not parse, skipping it this pass"
+                            );
+                            continue;
+                        }
+                    };
+                    total += maintenance::reannounce_lost(conn, job_type, pushed_at, grace, batch)
+                        .await?;
                 }
                 Ok(total)
             }

@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use deadpool_redis::redis;
+use diesel::QueryableByName;
+use diesel::sql_types::{Timestamptz, Uuid as SqlUuid};
 use quire_dispatcher::maintenance::{LostMessages, Task};
 use quire_shared::broker::{EventMessage, WireMessage};
 use quire_shared::config::RedisSettings;
@@ -52,8 +54,39 @@ async fn published_ago(world: &World, enqueued: Enqueued, ago: &str) {
         .await;
 }
 
-/// Pushes the event's message onto its list, as the publisher does.
+#[derive(QueryableByName)]
+struct PublishedAt {
+    #[diesel(sql_type = Timestamptz)]
+    at: OffsetDateTime,
+}
+
+/// The database time an SQL expression names (`now() - interval '2 hours'`, or an
+/// event's `published_at`): every time the rule compares comes from the database clock.
+async fn db_time(world: &World, sql: &str, id: Uuid) -> OffsetDateTime {
+    let mut conn = world.pool.get().await.expect("connection");
+    // Called by path: the trait in scope would shadow `Vec::first` in this file.
+    diesel_async::RunQueryDsl::get_result::<PublishedAt>(
+        diesel::sql_query(sql).bind::<SqlUuid, _>(id),
+        &mut conn,
+    )
+    .await
+    .expect("a time")
+    .at
+}
+
+/// Pushes the event's message onto its list, as the publisher does: stamped with the
+/// time of its claim, which is never later than the event's `published_at`.
 async fn push_message(world: &World, enqueued: Enqueued) {
+    let at = db_time(
+        world,
+        "SELECT published_at AS at FROM outbox_events WHERE id = $1",
+        enqueued.event_id,
+    )
+    .await;
+    push_message_at(world, enqueued, at).await;
+}
+
+async fn push_message_at(world: &World, enqueued: Enqueued, pushed_at: OffsetDateTime) {
     let stored = {
         let mut conn = world.pool.get().await.expect("connection");
         outbox::event_message(&mut conn, enqueued.event_id)
@@ -61,9 +94,106 @@ async fn push_message(world: &World, enqueued: Enqueued) {
             .expect("stored message")
     };
     let message: EventMessage = serde_json::from_value(stored).expect("an EventMessage");
-    let wire = WireMessage::publish(message, Uuid::now_v7(), OffsetDateTime::now_utc());
+    let wire = WireMessage::publish(message, Uuid::now_v7(), pushed_at);
     let raw = serde_json::to_string(&wire).expect("serialize");
     world.context.push_raw(JOB_TYPE, &raw).await;
+}
+
+/// Two hours ago by the database clock: before any backlog message below was pushed.
+async fn two_hours_ago(world: &World) -> OffsetDateTime {
+    db_time(
+        world,
+        "SELECT now() - interval '2 hours' AS at WHERE $1::uuid IS NOT NULL",
+        Uuid::nil(),
+    )
+    .await
+}
+
+const BACKLOG: usize = 20;
+
+/// `BACKLOG` queued jobs published an hour ago (longer than the grace), their messages
+/// pushed after whatever `tail` put at the tail of the list, still waiting there.
+async fn backlog_behind(world: &World, tail: impl AsyncFnOnce(&World)) -> Vec<Enqueued> {
+    let mut jobs = Vec::with_capacity(BACKLOG);
+    for _ in 0..BACKLOG {
+        let enqueued = world.enqueue().await;
+        published_ago(world, enqueued, "1 hour").await;
+        jobs.push(enqueued);
+    }
+    tail(world).await;
+    for enqueued in &jobs {
+        push_message(world, *enqueued).await;
+    }
+    jobs
+}
+
+async fn list_contents(world: &World) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(world.list())
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut world.redis_command().await)
+        .await
+        .expect("lrange")
+}
+
+/// One pass with a grace shorter than the backlog's age: nothing may be announced again
+/// while every backlog message still waits in the list.
+async fn assert_pass_leaves_backlog_alone(world: &World, jobs: &[Enqueued]) {
+    let before = list_contents(world).await;
+    assert_eq!(before.len(), BACKLOG + 1);
+    let reannounced = recovery(world, world.redis.clone(), Duration::from_secs(600))
+        .run_once()
+        .await
+        .expect("lost-message recovery");
+    assert_eq!(reannounced, Some(0));
+    for enqueued in jobs {
+        assert_eq!(world.events(enqueued.job_id).await.len(), 1, "no new event");
+        assert_eq!(
+            world.job(enqueued.job_id).await.current_event_id,
+            Some(enqueued.event_id)
+        );
+    }
+    assert_eq!(list_contents(world).await, before, "the list is unchanged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unparsable_message_at_the_tail_of_a_backlog_announces_nothing_again() {
+    let world = World::new().await;
+    let jobs = backlog_behind(&world, async |world: &World| {
+        world.context.push_raw(JOB_TYPE, "{not a message").await;
+    })
+    .await;
+    assert_pass_leaves_backlog_alone(&world, &jobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_message_whose_event_was_deleted_announces_nothing_again() {
+    let world = World::new().await;
+    let jobs = backlog_behind(&world, async |world: &World| {
+        // A message whose job, event and tenant a tenant wipe deleted meanwhile.
+        let orphan = EventMessage::new(Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7(), JOB_TYPE);
+        let wire = WireMessage::publish(orphan, Uuid::now_v7(), two_hours_ago(world).await);
+        let raw = serde_json::to_string(&wire).expect("serialize");
+        world.context.push_raw(JOB_TYPE, &raw).await;
+    })
+    .await;
+    assert_pass_leaves_backlog_alone(&world, &jobs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_event_published_again_later_announces_nothing_again() {
+    let world = World::new().await;
+    let jobs = backlog_behind(&world, async |world: &World| {
+        // The tail's message was pushed two hours ago, before the backlog; its event's
+        // `published_at` is now (a later publication of the same event, a claim that
+        // timed out after its push): only the push time says where the list stands.
+        let tail = world.enqueue().await;
+        published_ago(world, tail, "0 seconds").await;
+        push_message_at(world, tail, two_hours_ago(world).await).await;
+    })
+    .await;
+    assert_pass_leaves_backlog_alone(&world, &jobs).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,4 +288,24 @@ async fn without_redis_a_pass_fails_and_announces_nothing() {
 
     assert!(outcome.is_err(), "{outcome:?}");
     assert_eq!(world.events(enqueued.job_id).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_published_before_the_tail_was_pushed_is_announced_again() {
+    let world = World::new().await;
+    let (lost, waiting) = (world.enqueue().await, world.enqueue().await);
+    // `lost` was published an hour ago and its message is gone; `waiting` was
+    // published (and its message pushed) after it and still waits at the tail.
+    published_ago(&world, lost, "1 hour").await;
+    published_ago(&world, waiting, "30 minutes").await;
+    push_message(&world, waiting).await;
+
+    let reannounced = recovery(&world, world.redis.clone(), Duration::from_secs(600))
+        .run_once()
+        .await
+        .expect("lost-message recovery");
+
+    assert_eq!(reannounced, Some(1));
+    assert_eq!(world.events(lost.job_id).await.len(), 2);
+    assert_eq!(world.events(waiting.job_id).await.len(), 1);
 }

@@ -7,9 +7,10 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Int4, Int8, Nullable, Text, Uuid as SqlUuid};
+use diesel::sql_types::{Array, Int4, Int8, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::future::BoxFuture;
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::DbError;
@@ -176,14 +177,16 @@ struct Unclaimed {
 }
 
 /// Lost-message recovery by the FIFO rule: a `QUEUED` job of `job_type` whose current
-/// event was `PUBLISHED` before the oldest message still in its list (`oldest_event_id`,
-/// or `None` for an empty list) — and before `now() - grace` — was popped and never
-/// claimed, or Redis lost it. It gets a new event due now; the old message, if it ever
+/// event was `PUBLISHED` before the oldest message still in its list was pushed
+/// (`oldest_pushed_at`, the database time that message carries; `None` for an empty
+/// list) — and before `now() - grace` — was popped and never claimed, or Redis lost it.
+/// The caller skips a list whose oldest message it cannot read: that is "cannot tell",
+/// never "empty". It gets a new event due now; the old message, if it ever
 /// turns up, claims nothing. Returns how many jobs were re-announced.
 pub async fn reannounce_lost(
     conn: &mut AsyncPgConnection,
     job_type: &str,
-    oldest_event_id: Option<Uuid>,
+    oldest_pushed_at: Option<OffsetDateTime>,
     grace: Duration,
     limit: i64,
 ) -> Result<usize, DbError> {
@@ -192,13 +195,12 @@ pub async fn reannounce_lost(
          FROM processing_jobs j JOIN outbox_events e ON e.id = j.current_event_id \
          WHERE j.status = 'QUEUED' AND j.job_type = $1 AND e.status = 'PUBLISHED' \
            AND e.published_at < now() - $2 * interval '1 millisecond' \
-           AND e.published_at < COALESCE( \
-               (SELECT published_at FROM outbox_events WHERE id = $3), 'infinity'::timestamptz) \
+           AND e.published_at < COALESCE($3, 'infinity'::timestamptz) \
          ORDER BY e.published_at LIMIT $4",
     )
     .bind::<Text, _>(job_type)
     .bind::<Int8, _>(duration_millis(grace))
-    .bind::<Nullable<SqlUuid>, _>(oldest_event_id)
+    .bind::<Nullable<Timestamptz>, _>(oldest_pushed_at)
     .bind::<Int8, _>(limit)
     .load(conn)
     .await?;

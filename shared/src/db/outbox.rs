@@ -24,6 +24,10 @@ pub struct ClaimedEvent {
     pub queue: String,
     pub message: serde_json::Value,
     pub publish_attempts: i32,
+    /// The database time of this claim: the push time its message carries. Never NULL
+    /// on a row this claim returns (it sets it).
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    pub claimed_at: time::OffsetDateTime,
 }
 
 /// A publication that Redis acknowledged.
@@ -57,7 +61,7 @@ pub async fn claim_due_events(
              LIMIT $2 \
              FOR UPDATE SKIP LOCKED) \
          AND status = 'PENDING' \
-         RETURNING id, job_id, queue, message, publish_attempts",
+         RETURNING id, job_id, queue, message, publish_attempts, claimed_at",
     )
     .bind::<Text, _>(dispatcher_id)
     .bind::<Int8, _>(limit)
