@@ -36,7 +36,7 @@ pub enum ApiError {
         extension: Option<(&'static str, String)>,
     },
     #[error(
-        "the file is not one of the accepted types: PDF, PNG, JPEG, TIFF, WebP or plain UTF-8 text"
+        "the file is not one of the accepted types: PDF, PNG, JPEG, TIFF, WebP or plain text (UTF-8, UTF-16 with a byte order mark, Windows-1252/Latin-1 and other legacy encodings)"
     )]
     UnsupportedMediaType,
     #[error("the request body must be multipart/form-data")]

@@ -31,7 +31,7 @@ pub async fn receive(
     mut multipart: Multipart,
 ) -> Result<ReceivedUpload, ApiError> {
     let mut title = None;
-    let mut file: Option<(Option<String>, &'static str, Digested)> = None;
+    let mut file: Option<(Option<String>, String, Digested)> = None;
     while let Some(field) = multipart.next().await {
         let field = field.map_err(invalid_multipart)?;
         let name = field.name().unwrap_or_default().to_owned();
@@ -66,7 +66,7 @@ pub async fn receive(
     Ok(ReceivedUpload {
         title,
         original_filename,
-        content_type: content_type.to_owned(),
+        content_type,
         digest,
     })
 }
@@ -80,7 +80,7 @@ async fn store_field(
     key: &StorageKey,
     limit: u64,
     mut field: Field,
-) -> Result<(&'static str, Digested), ApiError> {
+) -> Result<(String, Digested), ApiError> {
     let mut head = Vec::new();
     let mut head_len = 0usize;
     // A finished field must not be polled again (actix-multipart panics).
@@ -112,7 +112,9 @@ async fn store_field(
         .flat_map(|chunk| chunk.iter().copied())
         .take(SNIFF_BYTES)
         .collect();
-    let content_type = sniff(&prefix).ok_or(ApiError::UnsupportedMediaType)?;
+    let content_type = sniff(&prefix)
+        .ok_or(ApiError::UnsupportedMediaType)?
+        .into_owned();
 
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     let pump = async move {

@@ -329,3 +329,97 @@ async fn a_data_error_fails_a_job_for_good_and_only_an_unreachable_database_is_t
     assert!(matches!(error, JobError::Transient { .. }), "{error:?}");
     assert_eq!(error.code(), "database_unavailable");
 }
+
+/// `text` encoded as UTF-16 with its byte order mark, little- or big-endian.
+fn utf16_with_bom(text: &str, little_endian: bool) -> Vec<u8> {
+    let mut bytes = if little_endian {
+        vec![0xFF, 0xFE]
+    } else {
+        vec![0xFE, 0xFF]
+    };
+    for unit in text.encode_utf16() {
+        let pair = if little_endian {
+            unit.to_le_bytes()
+        } else {
+            unit.to_be_bytes()
+        };
+        bytes.extend_from_slice(&pair);
+    }
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn texts_in_latin_1_windows_1252_and_utf_16_are_ordinary_documents() {
+    let app = TestApp::spawn().await;
+    // Windows-1252: "€" is 0x80 and the curly quotes 0x93/0x94, which Latin-1 lacks.
+    let mut cp1252 = b"Sehr geehrte Frau M\xfcller,\r\nGr\xfc\xdfe aus dem caf\xe9 am 12. M\xe4rz 2024: \x93Rechnung\x94 \x80 12,50. Wombat.\r\n".to_vec();
+    // Latin-1 holds no byte in 0x80..=0x9F: the same letters, its own words.
+    let mut latin1 =
+        b"Ch\xe8re Am\xe9lie, un caf\xe9 cr\xe8me co\xfbte 3 \xa3 \xe0 No\xebl. Quokka.\n".to_vec();
+    // Past the sniffed 512 bytes too: the whole file is decoded, not its first bytes.
+    cp1252.extend_from_slice(&b"Zeile ohne Umlaute.\r\n".repeat(30));
+    cp1252.extend_from_slice(b"Schlu\xdf: Numbat.\r\n");
+    latin1.extend_from_slice(&b"ligne suivante.\n".repeat(40));
+    let utf16le = utf16_with_bom("Grüße, café, 12. März 2024. Bilby.\n", true);
+    let utf16be = utf16_with_bom("Grüße, café, 12. März 2024. Dugong.\n", false);
+    let cases = [
+        (
+            "cp1252.txt",
+            cp1252,
+            "text/plain; charset=windows-1252",
+            "numbat",
+        ),
+        (
+            "latin1.txt",
+            latin1,
+            "text/plain; charset=windows-1252",
+            "quokka",
+        ),
+        ("le.txt", utf16le, "text/plain; charset=utf-16le", "bilby"),
+        ("be.txt", utf16be, "text/plain; charset=utf-16be", "dugong"),
+    ];
+    let mut uploaded = Vec::new();
+    for (filename, bytes, content_type, word) in cases {
+        let (id, job) = upload(&app, bytes.clone(), filename).await;
+        uploaded.push((filename, id, job, bytes, content_type, word));
+    }
+    app.start_dispatcher();
+    let _worker = app.start_worker();
+    for (filename, id, job, bytes, content_type, word) in &uploaded {
+        let job = app.wait_for_job(*job, JobStatus::Succeeded).await;
+        assert_eq!(job.attempts, 1, "{filename}");
+        let view = document(&app, *id).await;
+        assert_eq!(view["status"], "READY", "{filename}: {view}");
+        assert_eq!(
+            view["current_version"]["content_type"], *content_type,
+            "{filename}"
+        );
+        let hits = search(&app, &app.token, word).await;
+        assert_eq!(hits.len(), 1, "{filename}: {word}");
+        assert_eq!(uuid_at(&hits[0], "/id"), *id, "{filename}");
+
+        let download = app
+            .http
+            .get(format!("{}/api/documents/{id}/content", app.address))
+            .bearer_auth(&app.token)
+            .header("accept", "*/*")
+            .send()
+            .await
+            .expect("download");
+        assert_eq!(download.status(), 200, "{filename}");
+        assert_eq!(download.headers()["content-type"], *content_type);
+        let original = download.bytes().await.expect("body");
+        assert_eq!(&original[..], &bytes[..], "{filename}: the original bytes");
+    }
+    // The accented words are found as UTF-8 text in every one of them.
+    let mut found: Vec<Uuid> = search(&app, &app.token, "caf%C3%A9")
+        .await
+        .iter()
+        .map(|hit| uuid_at(hit, "/id"))
+        .collect();
+    let mut expected: Vec<Uuid> = uploaded.iter().map(|(_, id, ..)| *id).collect();
+    found.sort();
+    expected.sort();
+    assert_eq!(found, expected);
+    assert_eq!(search(&app, &app.token, "Gr%C3%BC%C3%9Fe").await.len(), 3);
+}

@@ -225,6 +225,39 @@ async fn malformed_uploads_are_refused_with_their_own_code() {
             "unsupported_file_type",
         ),
         (
+            "binary after a utf-16 byte order mark",
+            file_form(
+                b"\xFF\xFE\x00\x00\x01\x00\x02\xD8\x1B\x00".to_vec(),
+                "x.txt",
+                "text/plain",
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_file_type",
+        ),
+        (
+            "html in utf-16",
+            file_form(
+                "\u{FEFF}<html><script>alert(1)</script>"
+                    .encode_utf16()
+                    .flat_map(u16::to_le_bytes)
+                    .collect(),
+                "x.txt",
+                "text/plain",
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_file_type",
+        ),
+        (
+            "high bytes among control bytes",
+            file_form(
+                b"caf\xe9\x01\x02\xfc\x1b[2J\x7f\x90".to_vec(),
+                "x.txt",
+                "text/plain",
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_file_type",
+        ),
+        (
             "no file part",
             Form::new().text("title", "no file"),
             StatusCode::BAD_REQUEST,
