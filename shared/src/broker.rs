@@ -120,14 +120,14 @@ pub async fn pop(
     Ok(popped.map(|(_list, messages)| messages))
 }
 
-/// The event id of the oldest message in each job type's list (its tail), in the order
-/// of `job_types`: `None` for an empty list or a message that does not parse. One
-/// pipeline, so every list is read at the same moment.
-pub async fn oldest_event_ids(
+/// The raw oldest message of each job type's list (its tail, `None` when empty), in the
+/// order of `job_types`. One pipeline, so every list is read at the same moment: the one
+/// read of a list's oldest message, which both views below interpret.
+async fn tails(
     pool: &RedisPool,
     namespace: &str,
     job_types: &[&str],
-) -> Result<Vec<(String, Option<Uuid>)>, BrokerError> {
+) -> Result<Vec<(String, Option<String>)>, BrokerError> {
     let mut conn = pool.get().await?;
     let mut pipe = redis::pipe();
     for job_type in job_types {
@@ -138,12 +138,26 @@ pub async fn oldest_event_ids(
     let tails: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
     Ok(job_types
         .iter()
+        .map(|job_type| (*job_type).to_owned())
         .zip(tails)
+        .collect())
+}
+
+/// The event id of the oldest message in each job type's list, in the order of
+/// `job_types`: `None` for an empty list or a message that does not parse.
+pub async fn oldest_event_ids(
+    pool: &RedisPool,
+    namespace: &str,
+    job_types: &[&str],
+) -> Result<Vec<(String, Option<Uuid>)>, BrokerError> {
+    Ok(tails(pool, namespace, job_types)
+        .await?
+        .into_iter()
         .map(|(job_type, tail)| {
             let event_id = tail
                 .and_then(|raw| serde_json::from_str::<WireMessage>(&raw).ok())
                 .map(|message| message.event.event_id);
-            ((*job_type).to_owned(), event_id)
+            (job_type, event_id)
         })
         .collect())
 }
@@ -160,31 +174,23 @@ pub enum Tail {
     Unknown,
 }
 
-/// The oldest message of each job type's list (its tail), in the order of `job_types`.
-/// One pipeline, so every list is read at the same moment.
+/// The oldest message of each job type's list, in the order of `job_types`, as
+/// lost-message recovery reads it.
 pub async fn oldest_pushed_at(
     pool: &RedisPool,
     namespace: &str,
     job_types: &[&str],
 ) -> Result<Vec<(String, Tail)>, BrokerError> {
-    let mut conn = pool.get().await?;
-    let mut pipe = redis::pipe();
-    for job_type in job_types {
-        pipe.cmd("LINDEX")
-            .arg(queue_key(namespace, job_type))
-            .arg(-1);
-    }
-    let tails: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
-    Ok(job_types
-        .iter()
-        .zip(tails)
+    Ok(tails(pool, namespace, job_types)
+        .await?
+        .into_iter()
         .map(|(job_type, tail)| {
             let tail = match tail {
                 None => Tail::Empty,
                 Some(raw) => serde_json::from_str::<WireMessage>(&raw)
                     .map_or(Tail::Unknown, |message| Tail::Pushed(message.published_at)),
             };
-            ((*job_type).to_owned(), tail)
+            (job_type, tail)
         })
         .collect())
 }
