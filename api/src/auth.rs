@@ -177,7 +177,8 @@ impl<R: Requirement + 'static> FromRequest for Authorized<R> {
     }
 }
 
-/// An operator, from an operator token (`quire-admin admin-token`).
+/// An operator, from an operator token (`quire-admin admin-token`) as a bearer token
+/// only: never a dashboard session, whose cookie or secret is not a token.
 #[derive(Debug, Clone)]
 pub struct Operator {
     pub name: String,

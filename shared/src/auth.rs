@@ -41,6 +41,10 @@ pub struct AdminClaims {
     pub aud: String,
     pub iat: i64,
     pub exp: i64,
+    /// This token's own id, recorded by the dashboard sessions it opens (tokens minted
+    /// before it existed have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jti: Option<String>,
 }
 
 fn now_and_expiry(ttl: Duration) -> (i64, i64) {
@@ -62,6 +66,7 @@ pub fn mint_admin(
         aud: settings.admin_audience.clone(),
         iat,
         exp,
+        jti: Some(Uuid::now_v7().to_string()),
     };
     encode(settings, &claims)
 }

@@ -58,6 +58,7 @@ pub struct Settings {
     pub database: DatabaseSettings,
     pub redis: RedisSettings,
     pub auth: AuthSettings,
+    pub ops: OpsSettings,
     pub storage: StorageSettings,
     pub jobs: JobSettings,
     pub dispatcher: DispatcherSettings,
@@ -149,6 +150,19 @@ pub struct AuthSettings {
     /// The audience of operator tokens; a user token never carries it, so one kind of
     /// token can never stand in for the other.
     pub admin_audience: String,
+}
+
+/// The `/ops` dashboard's sessions.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpsSettings {
+    /// The longest a dashboard session lives; it never outlives the operator token
+    /// that opened it either.
+    pub session_seconds: u64,
+    /// Whether the dashboard's cookies are `Secure` (sent over HTTPS only). The
+    /// development profile turns it off for plain http on localhost; production refuses
+    /// to start without it.
+    pub secure_cookies: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -299,6 +313,9 @@ impl Settings {
             if secret.len() < MIN_PRODUCTION_SECRET_BYTES {
                 return unsafe_setting("auth.jwt_secret is shorter than 32 bytes");
             }
+            if !self.ops.secure_cookies {
+                return unsafe_setting("ops.secure_cookies must be on in production");
+            }
         }
         if self.worker.concurrency == 0 {
             return unsafe_setting("worker.concurrency must be at least 1");
@@ -311,6 +328,9 @@ impl Settings {
         }
         if self.dispatcher.batch_size < 1 {
             return unsafe_setting("dispatcher.batch_size must be at least 1");
+        }
+        if self.ops.session_seconds == 0 {
+            return unsafe_setting("ops.session_seconds must be at least 1");
         }
         if self.auth.admin_audience == self.auth.audience {
             return unsafe_setting("auth.admin_audience must differ from auth.audience");
@@ -417,6 +437,26 @@ mod tests {
             &[("QUIRE__AUTH__JWT_SECRET", long.as_str())],
         ))
         .expect("a long secret is accepted");
+    }
+
+    #[test]
+    fn dashboard_cookies_are_secure_except_in_development() {
+        let long = "x".repeat(MIN_PRODUCTION_SECRET_BYTES);
+        let secret = [("QUIRE__AUTH__JWT_SECRET", long.as_str())];
+        for (profile, secure) in [
+            (Profile::Development, false),
+            (Profile::Test, true),
+            (Profile::Production, true),
+        ] {
+            let settings = Settings::from_source(&source(profile, &secret)).expect("settings");
+            assert_eq!(settings.ops.secure_cookies, secure, "{profile:?}");
+        }
+        let error = Settings::from_source(&source(
+            Profile::Production,
+            &[secret[0], ("QUIRE__OPS__SECURE_COOKIES", "false")],
+        ))
+        .expect_err("insecure dashboard cookies in production");
+        assert!(error.to_string().contains("secure_cookies"), "{error}");
     }
 
     #[test]

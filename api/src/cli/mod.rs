@@ -3,6 +3,7 @@
 
 mod deletion;
 mod inspect;
+mod sessions;
 mod tenants;
 
 use std::time::Duration;
@@ -41,6 +42,11 @@ pub enum Command {
     Stats,
     /// Live workers and their busy slots.
     Workers,
+    /// List and revoke the dashboard's (/ops) sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: sessions::SessionsCommand,
+    },
     /// Mint a bearer token for a member of a tenant.
     Token {
         /// Tenant id or name.
@@ -89,6 +95,7 @@ pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
         Command::Jobs { command } => inspect::jobs(command, &settings).await?,
         Command::Stats => inspect::stats(&settings).await?,
         Command::Workers => inspect::workers(&settings).await?,
+        Command::Sessions { command } => sessions::run(command, &settings).await?,
         Command::Token {
             tenant,
             user,

@@ -1,7 +1,8 @@
 //! `/ops`: the operator dashboard. Server-rendered HTML without script: queue depths and
 //! throughput, jobs finished per minute over the last hour, outbox lag, live workers
 //! and their slots, failed jobs with their safe error and a retry button, queued and
-//! running jobs with a cancel button. Sign-in takes an operator token; see `session`.
+//! running jobs with a cancel button. Sign-in takes an operator token and opens a
+//! server-side session; see `session`.
 
 mod page;
 mod session;
@@ -10,7 +11,9 @@ use actix_web::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, LOCATION};
 use actix_web::{HttpRequest, HttpResponse, web};
 use quire_shared::actions::ActionError;
 use quire_shared::actions::jobs::{self as job_actions, CANCELLED_BY_OPERATOR, JobScope};
+use quire_shared::actions::ops_sessions;
 use quire_shared::db::jobs::{self, JobFilter};
+use quire_shared::db::ops_sessions::SessionRow;
 use quire_shared::db::{stats, workers};
 use quire_shared::states::JobStatus;
 use serde::Deserialize;
@@ -56,7 +59,7 @@ async fn overview(
     req: HttpRequest,
     query: web::Query<Notice>,
 ) -> Result<HttpResponse, ApiError> {
-    let Some((session, operator)) = session::operator(&state.settings.auth, &req) else {
+    let Some((secret, session)) = session::current(&state, &req).await? else {
         return Ok(see_other("/ops/login"));
     };
     let mut conn = state.connection().await?;
@@ -69,8 +72,8 @@ async fn overview(
     };
     let types: Vec<&str> = quire_shared::jobs::job_types().collect();
     let view = page::Overview {
-        csrf: session::csrf_token(&state.settings.auth, &session),
-        operator,
+        csrf: session::csrf_token(&state.settings.auth, &secret),
+        operator: session.operator,
         ages: stats::ages(&mut conn).await?,
         events: stats::events_by_status(&mut conn).await?,
         queues: stats::queues(&mut conn).await?,
@@ -107,7 +110,7 @@ async fn overview(
 }
 
 async fn login_form(state: web::Data<AppState>) -> HttpResponse {
-    let cookie = session::login_cookie();
+    let cookie = session::login_cookie(&state.settings.ops);
     let csrf = session::csrf_token(&state.settings.auth, cookie.value());
     let mut response = html(page::login(&csrf, None));
     let _ = response.add_cookie(&cookie);
@@ -120,12 +123,15 @@ struct LoginForm {
     csrf: String,
 }
 
+/// Opens a session with an operator token. Nothing else opens one: a session's own
+/// secret is not a token, so a session cannot renew itself.
 async fn login(
     state: web::Data<AppState>,
     req: HttpRequest,
     form: web::Form<LoginForm>,
 ) -> Result<HttpResponse, ApiError> {
     let auth = &state.settings.auth;
+    let ops = &state.settings.ops;
     let pre_session = req
         .cookie(session::LOGIN_COOKIE)
         .map(|cookie| cookie.value().to_owned())
@@ -136,20 +142,36 @@ async fn login(
             "the sign-in form expired: load it again",
         ));
     }
-    let Ok(claims) = quire_shared::auth::verify_admin(auth, form.token.trim()) else {
-        let csrf = session::csrf_token(auth, &pre_session);
-        let mut response = html(page::login(
-            &csrf,
-            Some("That is not a valid operator token."),
-        ));
-        *response.status_mut() = actix_web::http::StatusCode::UNAUTHORIZED;
-        return Ok(response);
+    let mut conn = state.connection().await?;
+    let opened = match ops_sessions::open(&mut conn, auth, ops, form.token.trim()).await {
+        Ok(opened) => opened,
+        Err(ActionError::Invalid { code, .. }) => {
+            let why = if code == "operator_token_expired" {
+                "That operator token has expired."
+            } else {
+                "That is not a valid operator token."
+            };
+            let csrf = session::csrf_token(auth, &pre_session);
+            let mut response = html(page::login(&csrf, Some(why)));
+            *response.status_mut() = actix_web::http::StatusCode::UNAUTHORIZED;
+            return Ok(response);
+        }
+        Err(error) => return Err(error.into()),
     };
-    tracing::info!(operator = %claims.sub, "operator signed in to the dashboard");
-    let cookie = session::session_cookie(auth, &claims.sub)?;
+    // A session this browser had before ends now rather than at its expiry.
+    if let Some(previous) = session::secret(&req) {
+        ops_sessions::close(&mut conn, &previous).await?;
+    }
+    tracing::info!(
+        operator = %opened.session.operator,
+        session_id = %opened.session.id,
+        token_id = opened.session.token_id.as_deref().unwrap_or("-"),
+        expires_at = %opened.session.expires_at,
+        "operator signed in to the dashboard"
+    );
     let mut response = see_other("/ops");
-    let _ = response.add_cookie(&cookie);
-    let _ = response.add_cookie(&session::cleared(session::LOGIN_COOKIE));
+    let _ = response.add_cookie(&session::session_cookie(ops, &opened));
+    let _ = response.add_cookie(&session::cleared(ops, session::LOGIN_COOKIE));
     Ok(response)
 }
 
@@ -158,27 +180,40 @@ struct ActionForm {
     csrf: String,
 }
 
-/// The operator of a state-changing request, with its CSRF token checked.
-fn authorized(state: &AppState, req: &HttpRequest, form: &ActionForm) -> Result<String, ApiError> {
-    let (session, operator) =
-        session::operator(&state.settings.auth, req).ok_or(ApiError::Unauthorized)?;
-    if !session::csrf_matches(&state.settings.auth, &session, &form.csrf) {
+/// The session of a state-changing request, with its CSRF token checked: its secret
+/// and row.
+async fn authorized(
+    state: &AppState,
+    req: &HttpRequest,
+    form: &ActionForm,
+) -> Result<(String, SessionRow), ApiError> {
+    let (secret, session) = session::current(state, req)
+        .await?
+        .ok_or(ApiError::Unauthorized)?;
+    if !session::csrf_matches(&state.settings.auth, &secret, &form.csrf) {
         return Err(ApiError::forbidden(
             "csrf_failed",
             "the form expired: reload the page",
         ));
     }
-    Ok(operator)
+    Ok((secret, session))
 }
 
+/// Ends the session on the server (its cookie opens nothing afterwards) and clears it.
 async fn logout(
     state: web::Data<AppState>,
     req: HttpRequest,
     form: web::Form<ActionForm>,
 ) -> Result<HttpResponse, ApiError> {
-    authorized(&state, &req, &form)?;
+    let (secret, session) = authorized(&state, &req, &form).await?;
+    let mut conn = state.connection().await?;
+    ops_sessions::close(&mut conn, &secret).await?;
+    tracing::info!(operator = %session.operator, session_id = %session.id, "operator signed out");
     let mut response = see_other("/ops/login");
-    let _ = response.add_cookie(&session::cleared(session::SESSION_COOKIE));
+    let _ = response.add_cookie(&session::cleared(
+        &state.settings.ops,
+        session::SESSION_COOKIE,
+    ));
     Ok(response)
 }
 
@@ -188,7 +223,7 @@ async fn retry(
     path: web::Path<Uuid>,
     form: web::Form<ActionForm>,
 ) -> Result<HttpResponse, ApiError> {
-    let operator = authorized(&state, &req, &form)?;
+    let operator = authorized(&state, &req, &form).await?.1.operator;
     let job_id = path.into_inner();
     let mut conn = state.connection().await?;
     let retried = job_actions::retry(
@@ -217,7 +252,7 @@ async fn cancel(
     path: web::Path<Uuid>,
     form: web::Form<ActionForm>,
 ) -> Result<HttpResponse, ApiError> {
-    let operator = authorized(&state, &req, &form)?;
+    let operator = authorized(&state, &req, &form).await?.1.operator;
     let job_id = path.into_inner();
     let mut conn = state.connection().await?;
     let cancelled =

@@ -265,7 +265,7 @@ async fn the_session_cookie_is_strict_and_forms_need_their_csrf_token() {
         .find(|value| value.starts_with("ops_session="))
         .expect("a session cookie")
         .to_owned();
-    for flag in ["HttpOnly", "SameSite=Strict", "Path=/ops"] {
+    for flag in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/ops"] {
         assert!(session.contains(flag), "{flag} missing: {session}");
     }
     let session_pair = session.split(';').next().expect("pair").to_owned();

@@ -14,6 +14,7 @@ mod job_actions;
 mod migrations;
 mod observability;
 mod openapi;
+mod ops_sessions;
 mod permissions;
 mod purge;
 mod redis_cluster;

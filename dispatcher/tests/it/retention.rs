@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use quire_dispatcher::maintenance::{Retention, Task};
+use quire_shared::actions::ops_sessions;
 use quire_shared::db::jobs::{self, Enqueued};
 use quire_shared::db::maintenance::Retention as Ages;
 use uuid::Uuid;
@@ -135,4 +136,51 @@ async fn old_delivered_events_go_unless_an_active_job_still_depends_on_them() {
         "a queued job's current event is what lost-message recovery reads"
     );
     assert_eq!(world.events(recent.job_id).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_dashboard_sessions_are_pruned_and_live_ones_kept() {
+    let world = World::new().await;
+    let settings = &world.context.settings;
+    let token = |name: &str| {
+        quire_shared::auth::mint_admin(&settings.auth, name, Duration::from_secs(600))
+            .expect("mint")
+    };
+    let mut conn = world.pool.get().await.expect("connection");
+    let expired = ops_sessions::open(&mut conn, &settings.auth, &settings.ops, &token("old"))
+        .await
+        .expect("open");
+    let live = ops_sessions::open(&mut conn, &settings.auth, &settings.ops, &token("new"))
+        .await
+        .expect("open");
+    world
+        .execute(
+            "UPDATE ops_sessions SET expires_at = now() - interval '1 second' WHERE id = $1",
+            expired.session.id,
+        )
+        .await;
+
+    let pruned = Retention::new(world.pool.clone(), ages())
+        .run_once()
+        .await
+        .expect("retention")
+        .expect("no other dispatcher holds the lock");
+
+    assert_eq!(pruned.sessions, 1);
+    let left: Vec<Uuid> = ops_sessions::list(&mut conn)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|session| session.id)
+        .collect();
+    assert_eq!(left, vec![live.session.id], "the live session is kept");
+    let remaining: i64 = diesel_async::RunQueryDsl::get_result(
+        diesel::dsl::select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
+            "(SELECT count(*) FROM ops_sessions)",
+        )),
+        &mut conn,
+    )
+    .await
+    .expect("count");
+    assert_eq!(remaining, 1, "the expired row is gone, not just hidden");
 }

@@ -9,6 +9,7 @@
 pub mod documents;
 pub mod jobs;
 pub mod members;
+pub mod ops_sessions;
 pub mod tenants;
 
 use crate::db::DbError;

@@ -243,10 +243,13 @@ pub struct Retention {
 pub struct Pruned {
     pub events: usize,
     pub jobs: usize,
+    /// Expired dashboard sessions (they open nothing already; this only frees rows).
+    pub sessions: usize,
 }
 
 /// Deletes old delivered or cancelled events that no active job still depends on, then
-/// old finished jobs with their events (`FAILED` ones are kept longer). Batched.
+/// old finished jobs with their events (`FAILED` ones are kept longer), then expired
+/// dashboard sessions. Batched.
 pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Result<Pruned, DbError> {
     let events = diesel::sql_query(
         "WITH doomed AS ( \
@@ -281,8 +284,10 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
     .get_result::<Count>(conn)
     .await?
     .count;
+    let sessions = super::ops_sessions::prune_expired(conn, retention.batch).await?;
     Ok(Pruned {
         events: usize::try_from(events).unwrap_or(0),
         jobs: usize::try_from(jobs).unwrap_or(0),
+        sessions,
     })
 }

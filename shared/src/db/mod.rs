@@ -11,6 +11,7 @@ pub mod maintenance;
 pub mod members;
 pub mod migrate;
 pub mod nonces;
+pub mod ops_sessions;
 pub mod outbox;
 pub mod prepared;
 pub mod schema;

@@ -179,6 +179,18 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    ops_sessions (id) {
+        id -> Uuid,
+        secret_sha256 -> Bytea,
+        operator -> Text,
+        token_id -> Nullable<Text>,
+        token_expires_at -> Timestamptz,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -200,4 +212,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     used_nonces,
     assets,
     workers,
+    ops_sessions,
 );
