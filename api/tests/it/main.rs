@@ -1,6 +1,7 @@
 //! Integration tests of the whole path, against real PostgreSQL and Redis started by
 //! scripts/test. One binary; a module per feature.
 
+mod admin_metrics;
 mod analysis;
 mod dashboard;
 mod documents_api;
