@@ -126,7 +126,11 @@ async fn parallel_scrapes_never_compute_the_queue_state_and_dispatchers_compute_
 
     // No dispatcher runs: however many scrape at once, nobody computes the state.
     for text in scrape_all(&app).await {
-        assert_eq!(sample(&text, "quire_queue_state_refreshes_total"), None, "{text}");
+        assert_eq!(
+            sample(&text, "quire_queue_state_refreshes_total"),
+            None,
+            "{text}"
+        );
         assert!(!text.contains("quire_jobs{"), "a scrape computed: {text}");
     }
 
@@ -139,10 +143,7 @@ async fn parallel_scrapes_never_compute_the_queue_state_and_dispatchers_compute_
             "{text}"
         );
         assert_eq!(
-            sample(
-                &text,
-                "quire_jobs{type=\"fault-test\",status=\"QUEUED\"}"
-            ),
+            sample(&text, "quire_jobs{type=\"fault-test\",status=\"QUEUED\"}"),
             Some(3.0),
             "{text}"
         );

@@ -42,7 +42,8 @@ impl TestApp {
         let address = format!("http://127.0.0.1:{}", app.port());
         let admin_address = format!(
             "http://127.0.0.1:{}",
-            app.admin_port().expect("the test profile starts the admin listener")
+            app.admin_port()
+                .expect("the test profile starts the admin listener")
         );
         let shutdown = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(shutdown.clone()));

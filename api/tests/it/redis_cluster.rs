@@ -38,11 +38,15 @@ async fn jobs_flow_through_a_three_master_redis_cluster() {
     let ready = app.get_as(&app.token, "/readyz").await;
     assert_eq!(ready.status(), 200);
     let url = format!("{}/metrics", app.admin_address);
-    eventually(DEADLINE, "the queue state reads the cluster's lists", || async {
-        let metrics = app.http.get(&url).send().await.ok()?.text().await.ok()?;
-        metrics
-            .contains("quire_queue_length{queue=\"analyze-document\"} 0")
-            .then_some(())
-    })
+    eventually(
+        DEADLINE,
+        "the queue state reads the cluster's lists",
+        || async {
+            let metrics = app.http.get(&url).send().await.ok()?.text().await.ok()?;
+            metrics
+                .contains("quire_queue_length{queue=\"analyze-document\"} 0")
+                .then_some(())
+        },
+    )
     .await;
 }

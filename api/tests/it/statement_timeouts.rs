@@ -49,8 +49,7 @@ async fn a_pooled_connection_of_each_kind_carries_its_statement_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_api_request_past_its_statement_timeout_answers_503_and_its_connection_stays_healthy()
-{
+async fn an_api_request_past_its_statement_timeout_answers_503_and_its_connection_stays_healthy() {
     let mut context = TestContext::new().await;
     context.settings.database.statement_timeout_ms.api = 300;
     // One connection: the request after the timeout must reuse the one that timed out.

@@ -179,11 +179,9 @@ impl SessionMode {
         let (commit, plans, statement_timeout_ms) = match kind {
             SessionKind::Api => (CommitMode::Durable, PlanMode::Default, timeouts.api),
             SessionKind::Worker => (CommitMode::Durable, PlanMode::Generic, timeouts.worker),
-            SessionKind::Dispatcher => (
-                CommitMode::Relaxed,
-                PlanMode::Generic,
-                timeouts.dispatcher,
-            ),
+            SessionKind::Dispatcher => {
+                (CommitMode::Relaxed, PlanMode::Generic, timeouts.dispatcher)
+            }
             SessionKind::Admin => (CommitMode::Durable, PlanMode::Default, timeouts.admin),
         };
         Self {
