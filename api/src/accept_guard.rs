@@ -27,9 +27,8 @@ pub async fn middleware(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    // Downloads answer the file's own type; the API browser is HTML; metrics are text.
-    let download = req.path() == "/metrics"
-        || req.path().starts_with("/ops")
+    // Downloads answer the file's own type; the API browser and the dashboard are HTML.
+    let download = req.path().starts_with("/ops")
         || req.path().ends_with("/content")
         || req.path().ends_with("/thumbnail")
         || req.path().starts_with("/api/docs");

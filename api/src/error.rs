@@ -54,6 +54,11 @@ pub enum ApiError {
     /// spend, so the connection was given back rather than held.
     #[error("the search took longer than Quire allows; try fewer or more specific words")]
     SearchTimeout,
+    /// Any other statement ran past the API's statement timeout
+    /// (`database.statement_timeout_ms.api`): the database is loaded or a lock is held,
+    /// and the request gave its connection back rather than hold it.
+    #[error("the database took too long to answer; try again shortly")]
+    DatabaseTimeout,
     #[error("a dependency is unavailable")]
     Unavailable(#[source] anyhow::Error),
     #[error("internal error")]
@@ -109,6 +114,7 @@ impl ApiError {
             Self::NotAcceptable => "not_acceptable",
             Self::Rejected { .. } => "request_rejected",
             Self::SearchTimeout => "search_timeout",
+            Self::DatabaseTimeout => "database_timeout",
             Self::Unavailable(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -127,7 +133,9 @@ impl ApiError {
             Self::MethodNotAllowed => "Method not allowed",
             Self::NotAcceptable => "Not acceptable",
             Self::Rejected { .. } => "Request rejected",
-            Self::SearchTimeout | Self::Unavailable(_) => "Service unavailable",
+            Self::SearchTimeout | Self::DatabaseTimeout | Self::Unavailable(_) => {
+                "Service unavailable"
+            }
             Self::Internal(_) => "Internal server error",
         }
     }
@@ -202,6 +210,9 @@ impl From<quire_shared::db::DbError> for ApiError {
                 DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
                 _,
             )) => Self::Unavailable(error.into()),
+            other if other.fault() == quire_shared::db::DbFault::StatementTimeout => {
+                Self::DatabaseTimeout
+            }
             other => Self::Internal(other.into()),
         }
     }
@@ -221,7 +232,9 @@ impl ResponseError for ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::Rejected { status } => *status,
-            Self::SearchTimeout | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::SearchTimeout | Self::DatabaseTimeout | Self::Unavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -232,6 +245,9 @@ impl ResponseError for ApiError {
         match self {
             Self::Internal(error) | Self::Unavailable(error) => {
                 tracing::error!(%request_id, code = self.code(), error = format!("{error:#}"), "request failed");
+            }
+            Self::DatabaseTimeout => {
+                tracing::warn!(%request_id, code = self.code(), "a statement ran past the api's statement timeout");
             }
             _ => {}
         }
@@ -257,7 +273,7 @@ impl ResponseError for ApiError {
         }
         let mut response = HttpResponse::build(status);
         response.content_type("application/problem+json");
-        if matches!(self, Self::Unavailable(_)) {
+        if matches!(self, Self::Unavailable(_) | Self::DatabaseTimeout) {
             // Long enough for a database restart or failover, short enough to feel live.
             response.insert_header(("Retry-After", "5"));
         }

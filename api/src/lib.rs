@@ -31,11 +31,17 @@ const JSON_LIMIT_BYTES: usize = 256 * 1024;
 
 pub struct Application {
     port: u16,
+    admin_port: Option<u16>,
     server: Server,
+    /// Stops the admin listener with the application, however it ends (stopped, or
+    /// dropped without running).
+    admin_guard: tokio_util::sync::DropGuard,
 }
 
 impl Application {
-    /// Binds `server.host:server.port` (port 0 picks a free one) and builds the server.
+    /// Binds `server.host:server.port` (port 0 picks a free one) and builds the server,
+    /// and starts the admin listener on `server.admin_listen` (/healthz, /readyz and
+    /// /metrics with the queue's state; the public port serves no /metrics).
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let address = (settings.server.host.as_str(), settings.server.port);
         let listener = TcpListener::bind(address)
@@ -49,8 +55,20 @@ impl Application {
             .context("listener has no address")?
             .port();
         quire_shared::metrics::install();
-        let pool = quire_shared::db::build_pool(&settings.database)?;
+        let pool = quire_shared::db::build_pool_with(
+            &settings.database,
+            quire_shared::db::SessionKind::Api,
+        )?;
         let redis = quire_shared::redis_client::RedisPool::build(&settings.redis)?;
+        // Call inside the runtime: the admin listener is spawned at once.
+        let admin_stop = CancellationToken::new();
+        let admin_port = quire_shared::probe_listener::spawn(
+            &settings.server.admin_listen,
+            pool.clone(),
+            redis.clone(),
+            quire_shared::probe_listener::Scrape::WithQueueState,
+            admin_stop.clone(),
+        )?;
         let store = Arc::new(LocalStore::new(&settings.storage.data_dir));
         let state = web::Data::new(AppState {
             settings: Arc::new(settings),
@@ -100,11 +118,21 @@ impl Application {
         .listen(listener)
         .context("failed to listen")?
         .run();
-        Ok(Self { port, server })
+        Ok(Self {
+            port,
+            admin_port,
+            server,
+            admin_guard: admin_stop.drop_guard(),
+        })
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The admin listener's port; `None` when `server.admin_listen` is empty.
+    pub fn admin_port(&self) -> Option<u16> {
+        self.admin_port
     }
 
     /// Serves until `shutdown` is cancelled, then stops gracefully.
@@ -114,8 +142,10 @@ impl Application {
             shutdown.cancelled().await;
             handle.stop(true).await;
         });
-        tracing::info!(port = self.port, "api listening");
-        self.server.await.context("http server failed")
+        tracing::info!(port = self.port, admin_port = ?self.admin_port, "api listening");
+        let served = self.server.await.context("http server failed");
+        drop(self.admin_guard);
+        served
     }
 }
 

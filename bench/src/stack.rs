@@ -53,12 +53,13 @@ impl Stack {
 }
 
 /// A process of the bench's stack: the bench's environment (its settings), in the bench's
-/// Redis namespace, quiet, without probe listeners (their fixed ports would collide
-/// between workers).
+/// Redis namespace, quiet, without probe or admin listeners (their fixed ports would
+/// collide between workers, and with a stack already running on this host).
 pub fn launch(binary: &str, namespace: &str) -> Result<Launch, ProcessError> {
     Ok(Launch::new(binary)?
         .env("QUIRE__REDIS__NAMESPACE", namespace)
         .env("QUIRE__DISPATCHER__PROBE_LISTEN", "")
         .env("QUIRE__WORKER__PROBE_LISTEN", "")
+        .env("QUIRE__SERVER__ADMIN_LISTEN", "")
         .env("RUST_LOG", "warn"))
 }

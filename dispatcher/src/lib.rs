@@ -9,7 +9,7 @@ mod wakeups;
 use std::sync::Arc;
 
 use quire_shared::config::Settings;
-use quire_shared::db::{self, SessionMode};
+use quire_shared::db::{self, SessionKind};
 use quire_shared::redis_client::{self, RedisPool};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -21,13 +21,14 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     // One pool of each per process: the publisher, every maintenance service and the
     // probe listener share them (each holds a connection only for a statement or two).
     // Only the LISTEN connection is its own: it must stay open to hear notifications.
-    let pool = db::build_pool_with(&settings.database, SessionMode::DISPATCHER)?;
+    let pool = db::build_pool_with(&settings.database, SessionKind::Dispatcher)?;
     let redis = RedisPool::build(&settings.redis)?;
     redis_client::warn_unless_noeviction(&redis).await;
     quire_shared::probe_listener::spawn(
         &settings.dispatcher.probe_listen,
         pool.clone(),
         redis.clone(),
+        quire_shared::probe_listener::Scrape::Process,
         shutdown.clone(),
     )?;
     let publisher = Publisher::new(&settings, pool.clone(), redis.clone());

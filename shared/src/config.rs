@@ -118,6 +118,10 @@ pub struct ServerSettings {
     pub port: u16,
     pub max_upload_bytes: u64,
     pub reject_duplicate_uploads: bool,
+    /// `host:port` of the API's admin listener (/healthz, /readyz, /metrics with the
+    /// queue's state); empty for none. Never the public port: the scrape is for
+    /// Prometheus, not for tenants.
+    pub admin_listen: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -126,6 +130,24 @@ pub struct DatabaseSettings {
     pub url: Secret,
     pub pool_size: usize,
     pub connect_timeout_seconds: u64,
+    /// `statement_timeout` of each kind of session (`db::SessionKind`), set on every
+    /// pooled connection when it is opened.
+    pub statement_timeout_ms: StatementTimeouts,
+}
+
+/// Milliseconds a statement may run, per kind of session; 0 means no limit.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatementTimeouts {
+    /// The API's request sessions: a request holds a connection for at most this long
+    /// per statement, so one expensive request cannot starve the others.
+    pub api: u64,
+    /// The worker's sessions: claims, heartbeats, finishes and the handlers' writes.
+    pub worker: u64,
+    /// The dispatcher's sessions: publishing and the maintenance services.
+    pub dispatcher: u64,
+    /// `quire-admin` and the bench: migrations and operator commands, run by hand.
+    pub admin: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -195,6 +217,9 @@ pub struct DispatcherSettings {
     pub worker_pruning_interval_ms: u64,
     pub lost_message_grace_seconds: u64,
     pub recovery_batch_size: i64,
+    /// The queue's state (the gauges the API's admin listener serves) is computed at
+    /// most once per this interval, by one dispatcher of the fleet.
+    pub queue_state_interval_ms: u64,
     /// `host:port` of the probe listener (/healthz, /readyz, /metrics); empty for none.
     pub probe_listen: String,
 }

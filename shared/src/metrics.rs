@@ -1,7 +1,8 @@
 //! Prometheus metrics: every metric's name, and the process's recorder. Every process
 //! records counters and histograms of what it does itself through the `metrics` facade;
-//! the queue's state (the gauges below "Queue state") is rendered from PostgreSQL and
-//! Redis at each scrape of the API by `queue_state`. Names follow Prometheus conventions.
+//! the queue's state (the gauges below "Queue state") is computed by one dispatcher at
+//! most once per interval and stored, and the API's admin listener renders the stored
+//! snapshot (`queue_state`). Names follow Prometheus conventions.
 //!
 //! Counters are recorded when the statement that makes the change succeeded; a
 //! transaction rolled back afterwards (rare: the caller's own later failure) still
@@ -33,8 +34,13 @@ pub const REPUBLISHED: &str = "quire_lost_messages_republished_total";
 pub const LOST_MESSAGES_UNKNOWN_TAIL: &str = "quire_lost_messages_unknown_tail_total";
 pub const WORKER_SLOTS: &str = "quire_worker_slots";
 pub const WORKER_SLOTS_BUSY: &str = "quire_worker_slots_busy";
-// Queue state, rendered from the database and Redis at each scrape of the API
-// (`queue_state`).
+// Queue state: computed by one dispatcher per interval, stored, and rendered from the
+// stored snapshot by the API's admin listener (`queue_state`).
+/// Seconds since the stored queue state was computed: rising past a few intervals means
+/// no dispatcher refreshes it.
+pub const QUEUE_STATE_AGE_SECONDS: &str = "quire_queue_state_age_seconds";
+/// Refreshes of the stored queue state, by any dispatcher of the fleet.
+pub const QUEUE_STATE_REFRESHES: &str = "quire_queue_state_refreshes_total";
 pub const JOBS: &str = "quire_jobs";
 pub const OUTBOX_EVENTS: &str = "quire_outbox_events";
 pub const OUTBOX_LAG_SECONDS: &str = "quire_outbox_lag_seconds";

@@ -1,7 +1,9 @@
-//! The probe listener of the dispatcher and the worker: a small HTTP server for the
-//! orchestrator's liveness and readiness probes (`/healthz`, `/readyz`) and the
-//! Prometheus scrape (`/metrics`), on the address their `probe_listen` setting names
-//! (empty: none). The API serves the same three routes on its own server.
+//! The probe listener of every process: a small HTTP server for the orchestrator's
+//! liveness and readiness probes (`/healthz`, `/readyz`) and the Prometheus scrape
+//! (`/metrics`), on the address its setting names (empty: none): the dispatcher's and
+//! the worker's `probe_listen`, the API's `server.admin_listen` (its admin listener,
+//! whose `/metrics` adds the stored queue state). Never a public port: the scrape is for
+//! Prometheus, not for tenants.
 
 use std::net::TcpListener;
 
@@ -12,9 +14,20 @@ use tokio_util::sync::CancellationToken;
 use crate::db::PgPool;
 use crate::health;
 
+/// What a listener's `/metrics` serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scrape {
+    /// The process's own counters and histograms.
+    Process,
+    /// Those, and the queue's state as stored by the dispatcher that last refreshed it
+    /// (`queue_state::render_stored`: one row read, never the queue tables). The API's.
+    WithQueueState,
+}
+
 struct Probes {
     pool: PgPool,
     redis: crate::redis_client::RedisPool,
+    scrape: Scrape,
 }
 
 async fn healthz() -> HttpResponse {
@@ -30,10 +43,14 @@ async fn readyz(probes: web::Data<Probes>) -> HttpResponse {
     }
 }
 
-async fn metrics() -> HttpResponse {
+async fn metrics(probes: web::Data<Probes>) -> HttpResponse {
+    let mut body = crate::metrics::render();
+    if probes.scrape == Scrape::WithQueueState {
+        body.push_str(&crate::queue_state::render_stored(&probes.pool).await);
+    }
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(crate::metrics::render())
+        .body(body)
 }
 
 /// Binds `address` and serves until `shutdown`; returns the bound port (useful with
@@ -42,6 +59,7 @@ pub fn spawn(
     address: &str,
     pool: PgPool,
     redis: crate::redis_client::RedisPool,
+    scrape: Scrape,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Option<u16>> {
     if address.is_empty() {
@@ -54,7 +72,11 @@ pub fn spawn(
         .local_addr()
         .context("probe listener has no address")?
         .port();
-    let probes = web::Data::new(Probes { pool, redis });
+    let probes = web::Data::new(Probes {
+        pool,
+        redis,
+        scrape,
+    });
     let server = HttpServer::new(move || {
         App::new()
             .app_data(probes.clone())

@@ -1,13 +1,162 @@
-//! The queue's state as Prometheus gauges, read from PostgreSQL and Redis at each
-//! scrape of the API (the one process every deployment has), so they are exact, never
-//! stale. The names are in `metrics`.
+//! The queue's state as Prometheus gauges, bounded in cost however large the retained
+//! history: one dispatcher of the fleet computes it at most once per
+//! `dispatcher.queue_state_interval_ms` ([`refresh_if_due`]: an advisory lock and the
+//! stored snapshot's age) and stores it; a scrape of the API's admin listener reads the
+//! stored snapshot ([`render_stored`], one row by primary key) and never the queue
+//! tables. The names are in `metrics`.
+//!
+//! What is computed: `QUEUED` and `RUNNING` jobs and `PENDING` and `PUBLISHING` events
+//! exactly, over their partial indexes; finished jobs and delivered events as estimates
+//! from the planner's statistics (`db::stats`, "Bounded"); list lengths from Redis; live
+//! workers from their table.
 
-use crate::db::{PgPool, stats, workers};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use serde::{Deserialize, Serialize};
+
+use crate::db::maintenance::{self, locks};
+use crate::db::{DbError, PgPool, queue_state as snapshot, stats, workers};
 use crate::metrics::{
     JOBS, LIVE_SLOTS, LIVE_SLOTS_BUSY, OLDEST_QUEUED_SECONDS, OUTBOX_EVENTS, OUTBOX_LAG_SECONDS,
-    QUEUE_LENGTH, WORKERS_LIVE,
+    QUEUE_LENGTH, QUEUE_STATE_AGE_SECONDS, QUEUE_STATE_REFRESHES, WORKERS_LIVE,
 };
 use crate::redis_client::RedisPool;
+
+/// One computed state of the queue, as stored in `queue_state_snapshot.state`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueState {
+    /// Jobs by type and status: exact for `QUEUED` and `RUNNING`, estimated for the
+    /// finished states.
+    pub jobs: Vec<Count>,
+    /// Outbox events by status: exact for `PENDING` and `PUBLISHING`, estimated for
+    /// `PUBLISHED` and `CANCELLED`.
+    pub outbox: Vec<Count>,
+    pub outbox_lag_seconds: f64,
+    pub oldest_queued_seconds: f64,
+    /// Length of each list; `None` when Redis did not answer (left out, never zero).
+    pub queue_lengths: Option<Vec<(String, i64)>>,
+    pub workers_live: i64,
+    pub live_slots: i64,
+    pub live_slots_busy: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Count {
+    /// The job type; empty for outbox events.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub job_type: String,
+    pub status: String,
+    pub count: i64,
+    /// From the planner's statistics rather than counted.
+    pub estimated: bool,
+}
+
+/// Computes the state with the bounded queries only (see the module comment).
+pub async fn compute(
+    conn: &mut diesel_async::AsyncPgConnection,
+    redis: &RedisPool,
+    namespace: &str,
+) -> Result<QueueState, DbError> {
+    let active = stats::active_jobs(conn).await?;
+    let oldest_queued_seconds = active
+        .iter()
+        .filter(|row| row.status == "QUEUED")
+        .map(|row| row.oldest_seconds)
+        .fold(0.0, f64::max);
+    let mut jobs: Vec<Count> = active
+        .into_iter()
+        .map(|row| Count {
+            job_type: row.job_type,
+            status: row.status,
+            count: row.count,
+            estimated: false,
+        })
+        .collect();
+    jobs.extend(
+        stats::finished_jobs_estimate(conn)
+            .await?
+            .into_iter()
+            .map(|row| Count {
+                job_type: row.job_type,
+                status: row.status,
+                count: row.count,
+                estimated: true,
+            }),
+    );
+    jobs.sort_by(|a, b| (&a.job_type, &a.status).cmp(&(&b.job_type, &b.status)));
+
+    let events = stats::active_events(conn).await?;
+    let mut outbox = vec![
+        Count {
+            job_type: String::new(),
+            status: "PENDING".into(),
+            count: events.pending,
+            estimated: false,
+        },
+        Count {
+            job_type: String::new(),
+            status: "PUBLISHING".into(),
+            count: events.publishing,
+            estimated: false,
+        },
+    ];
+    outbox.extend(
+        stats::finished_events_estimate(conn)
+            .await?
+            .into_iter()
+            .map(|row| Count {
+                job_type: String::new(),
+                status: row.status,
+                count: row.count,
+                estimated: true,
+            }),
+    );
+
+    let live = workers::live(conn).await?;
+    let types: Vec<&str> = crate::jobs::job_types().collect();
+    let queue_lengths = crate::broker::queue_lengths(redis, namespace, &types)
+        .await
+        .ok();
+    Ok(QueueState {
+        jobs,
+        outbox,
+        outbox_lag_seconds: events.lag_seconds,
+        oldest_queued_seconds,
+        queue_lengths,
+        workers_live: live.len() as i64,
+        live_slots: live.iter().map(|worker| i64::from(worker.slots)).sum(),
+        live_slots_busy: live.iter().map(|worker| i64::from(worker.busy)).sum(),
+    })
+}
+
+/// Computes and stores the state if no process of the fleet did within `interval`:
+/// under a transaction-scoped advisory lock (a concurrent caller skips at once), and
+/// only when the stored snapshot is at least `interval` old on the database clock (a
+/// caller right after another skips too). Returns the refresh count when this call
+/// refreshed, `None` when it skipped.
+pub async fn refresh_if_due(
+    conn: &mut diesel_async::AsyncPgConnection,
+    redis: &RedisPool,
+    namespace: &str,
+    interval: Duration,
+) -> Result<Option<i64>, DbError> {
+    let redis = redis.clone();
+    let namespace = namespace.to_owned();
+    let refreshed = maintenance::once_per_tick(conn, locks::QUEUE_STATE, move |conn| {
+        async move {
+            if !snapshot::is_due(conn, interval).await? {
+                return Ok(None);
+            }
+            let state = compute(conn, &redis, &namespace).await?;
+            let value = serde_json::to_value(&state).unwrap_or_default();
+            Ok(Some(snapshot::store(conn, &value).await?))
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(refreshed.flatten())
+}
 
 fn escape(value: &str) -> String {
     value
@@ -16,59 +165,103 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// The queue's state from PostgreSQL and Redis, in the text format (gauges, exact at
-/// scrape time). A source that does not answer is left out, never reported as zero.
-pub async fn render(pool: &PgPool, redis: &RedisPool, namespace: &str) -> String {
-    let mut out = String::new();
-    if let Ok(mut conn) = pool.get().await {
-        if let Ok(counts) = stats::jobs_by_type_and_status(&mut conn).await {
-            out.push_str(&format!("# TYPE {JOBS} gauge\n"));
-            for row in counts {
-                out.push_str(&format!(
-                    "{JOBS}{{type=\"{}\",status=\"{}\"}} {}\n",
-                    escape(&row.job_type),
-                    escape(&row.status),
-                    row.count
-                ));
+/// The stored state in the text format, with its age and the fleet's refresh count. A
+/// snapshot nobody computed yet (or a database that does not answer) renders nothing:
+/// left out, never reported as zero.
+pub async fn render_stored(pool: &PgPool) -> String {
+    let Ok(mut conn) = pool.get().await else {
+        return String::new();
+    };
+    match snapshot::load(&mut conn).await {
+        Ok(Some(stored)) => match serde_json::from_value::<QueueState>(stored.state) {
+            Ok(state) => render(&state, stored.age_seconds, stored.refreshes),
+            Err(error) => {
+                tracing::warn!(%error, "the stored queue state does not parse");
+                String::new()
             }
-        }
-        if let Ok(counts) = stats::events_by_status(&mut conn).await {
-            out.push_str(&format!("# TYPE {OUTBOX_EVENTS} gauge\n"));
-            for row in counts {
-                out.push_str(&format!(
-                    "{OUTBOX_EVENTS}{{status=\"{}\"}} {}\n",
-                    escape(&row.status),
-                    row.count
-                ));
-            }
-        }
-        if let Ok(ages) = stats::ages(&mut conn).await {
-            out.push_str(&format!(
-                "# TYPE {OUTBOX_LAG_SECONDS} gauge\n{OUTBOX_LAG_SECONDS} {}\n\
-                 # TYPE {OLDEST_QUEUED_SECONDS} gauge\n{OLDEST_QUEUED_SECONDS} {}\n",
-                ages.outbox_lag_seconds, ages.oldest_queued_seconds
-            ));
-        }
-        if let Ok(live) = workers::live(&mut conn).await {
-            let slots: i64 = live.iter().map(|worker| i64::from(worker.slots)).sum();
-            let busy: i64 = live.iter().map(|worker| i64::from(worker.busy)).sum();
-            out.push_str(&format!(
-                "# TYPE {WORKERS_LIVE} gauge\n{WORKERS_LIVE} {}\n\
-                 # TYPE {LIVE_SLOTS} gauge\n{LIVE_SLOTS} {slots}\n\
-                 # TYPE {LIVE_SLOTS_BUSY} gauge\n{LIVE_SLOTS_BUSY} {busy}\n",
-                live.len()
-            ));
+        },
+        Ok(None) => String::new(),
+        Err(error) => {
+            tracing::warn!(%error, "failed to read the queue state snapshot");
+            String::new()
         }
     }
-    let types: Vec<&str> = crate::jobs::job_types().collect();
-    if let Ok(lengths) = crate::broker::queue_lengths(redis, namespace, &types).await {
+}
+
+/// `state` in the text format, computed `age_seconds` ago, after `refreshes` refreshes.
+pub fn render(state: &QueueState, age_seconds: f64, refreshes: i64) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "# TYPE {QUEUE_STATE_AGE_SECONDS} gauge\n{QUEUE_STATE_AGE_SECONDS} {age_seconds}\n\
+         # TYPE {QUEUE_STATE_REFRESHES} counter\n{QUEUE_STATE_REFRESHES} {refreshes}\n"
+    ));
+    out.push_str(&format!("# TYPE {JOBS} gauge\n"));
+    for row in &state.jobs {
+        out.push_str(&format!(
+            "{JOBS}{{type=\"{}\",status=\"{}\"}} {}\n",
+            escape(&row.job_type),
+            escape(&row.status),
+            row.count
+        ));
+    }
+    out.push_str(&format!("# TYPE {OUTBOX_EVENTS} gauge\n"));
+    for row in &state.outbox {
+        out.push_str(&format!(
+            "{OUTBOX_EVENTS}{{status=\"{}\"}} {}\n",
+            escape(&row.status),
+            row.count
+        ));
+    }
+    out.push_str(&format!(
+        "# TYPE {OUTBOX_LAG_SECONDS} gauge\n{OUTBOX_LAG_SECONDS} {}\n\
+         # TYPE {OLDEST_QUEUED_SECONDS} gauge\n{OLDEST_QUEUED_SECONDS} {}\n\
+         # TYPE {WORKERS_LIVE} gauge\n{WORKERS_LIVE} {}\n\
+         # TYPE {LIVE_SLOTS} gauge\n{LIVE_SLOTS} {}\n\
+         # TYPE {LIVE_SLOTS_BUSY} gauge\n{LIVE_SLOTS_BUSY} {}\n",
+        state.outbox_lag_seconds,
+        state.oldest_queued_seconds,
+        state.workers_live,
+        state.live_slots,
+        state.live_slots_busy
+    ));
+    if let Some(lengths) = &state.queue_lengths {
         out.push_str(&format!("# TYPE {QUEUE_LENGTH} gauge\n"));
         for (queue, length) in lengths {
             out.push_str(&format!(
                 "{QUEUE_LENGTH}{{queue=\"{}\"}} {length}\n",
-                escape(&queue)
+                escape(queue)
             ));
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_state_renders_every_gauge_with_escaped_labels() {
+        let state = QueueState {
+            jobs: vec![Count {
+                job_type: "odd\"type".into(),
+                status: "QUEUED".into(),
+                count: 3,
+                estimated: false,
+            }],
+            outbox: vec![],
+            queue_lengths: Some(vec![("analyze-document".into(), 2)]),
+            workers_live: 1,
+            ..QueueState::default()
+        };
+        let value = serde_json::to_value(&state).expect("json");
+        let back: QueueState = serde_json::from_value(value).expect("parse");
+        assert_eq!(back, state);
+        let text = render(&back, 1.5, 7);
+        assert!(text.contains("quire_jobs{type=\"odd\\\"type\",status=\"QUEUED\"} 3"));
+        assert!(text.contains("quire_queue_length{queue=\"analyze-document\"} 2"));
+        assert!(text.contains("quire_queue_state_age_seconds 1.5"));
+        assert!(text.contains("quire_queue_state_refreshes_total 7"));
+        assert!(text.contains("quire_workers_live 1"));
+    }
 }

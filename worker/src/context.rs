@@ -24,7 +24,7 @@ pub struct WorkerContext {
 impl WorkerContext {
     /// Starts the completion writer: call it inside the runtime.
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
-        let pool = db::build_pool_with(&settings.database, db::SessionMode::WORKER)?;
+        let pool = db::build_pool_with(&settings.database, db::SessionKind::Worker)?;
         Ok(Self {
             completer: Completer::start(pool.clone()),
             jobs: JobContext {

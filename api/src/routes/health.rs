@@ -1,4 +1,5 @@
-//! Liveness and readiness.
+//! Liveness and readiness on the public port (for load balancers). `/metrics` is not
+//! here: it is served on the admin listener (`server.admin_listen`), never to tenants.
 
 use actix_web::{HttpResponse, web};
 use serde_json::json;
@@ -24,26 +25,4 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     } else {
         HttpResponse::ServiceUnavailable().json(readiness.to_json())
     }
-}
-
-/// `GET /metrics`: the API's own counters and histograms, and the queue's state from
-/// PostgreSQL and Redis (jobs by type and status, outbox by status and lag, oldest queued
-/// job, list lengths, live workers and slots), exact at scrape time.
-#[utoipa::path(
-    get, path = "/metrics", tag = "health", security(()),
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain"))
-)]
-pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    let mut body = quire_shared::metrics::render();
-    body.push_str(
-        &quire_shared::queue_state::render(
-            &state.pool,
-            &state.redis,
-            &state.settings.redis.namespace,
-        )
-        .await,
-    );
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
-        .body(body)
 }

@@ -50,7 +50,7 @@ async fn not_found() -> Result<HttpResponse, ApiError> {
     Err(ApiError::NotFound)
 }
 
-/// Three kinds of route: open ones (health, metrics, the API's documentation), the
+/// Three kinds of route: open ones (health, the API's documentation), the
 /// operator's (their extractor checks the operator token), and the tenant's, under
 /// `/api` inside the tenant middleware, which resolves the caller first.
 macro_rules! route_table {
@@ -85,7 +85,6 @@ route_table! {
     open {
         "/healthz" { get => health::healthz }
         "/readyz" { get => health::readyz }
-        "/metrics" { get => health::metrics }
         "/api/openapi.json" { get => openapi::document }
         "/api/docs" { get => openapi::swagger_ui }
         "/api/docs/init.js" { get => openapi::swagger_init }

@@ -48,7 +48,6 @@ use crate::views::{
         operator_tenants::request_deletion,
         health::healthz,
         health::readyz,
-        health::metrics,
     ),
     components(schemas(
         DocumentView,

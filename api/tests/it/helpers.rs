@@ -18,6 +18,8 @@ pub use quire_shared::test_support::DEADLINE;
 pub struct TestApp {
     pub context: TestContext,
     pub address: String,
+    /// The admin listener (`server.admin_listen`): /healthz, /readyz, /metrics.
+    pub admin_address: String,
     pub http: reqwest::Client,
     pub pool: PgPool,
     pub tenant_id: Uuid,
@@ -38,12 +40,18 @@ impl TestApp {
             .await
             .expect("build the api");
         let address = format!("http://127.0.0.1:{}", app.port());
+        let admin_address = format!(
+            "http://127.0.0.1:{}",
+            app.admin_port()
+                .expect("the test profile starts the admin listener")
+        );
         let shutdown = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(shutdown.clone()));
         let pool = context.pool();
         let mut test_app = Self {
             context,
             address,
+            admin_address,
             http: reqwest::Client::new(),
             pool,
             tenant_id: Uuid::nil(),

@@ -1,6 +1,7 @@
 //! Integration tests of the whole path, against real PostgreSQL and Redis started by
 //! scripts/test. One binary; a module per feature.
 
+mod admin_metrics;
 mod analysis;
 mod dashboard;
 mod documents_api;
@@ -22,6 +23,7 @@ mod redis_outage;
 mod retry;
 mod route_walk;
 mod search_bounds;
+mod statement_timeouts;
 mod tenancy;
 mod tenant_deletion;
 mod tenant_isolation;

@@ -4,7 +4,7 @@
 //! and a worker talk to the cluster, and every job completes.
 
 use quire_shared::states::JobStatus;
-use quire_shared::test_support::{RedisCluster, TestContext};
+use quire_shared::test_support::{DEADLINE, RedisCluster, TestContext, eventually};
 use serde_json::Value;
 
 use crate::helpers::{TestApp, uuid_at};
@@ -33,17 +33,20 @@ async fn jobs_flow_through_a_three_master_redis_cluster() {
     for job in jobs {
         app.wait_for_job(job, JobStatus::Succeeded).await;
     }
-    // The API's readiness and metrics read the cluster too.
+    // The API's readiness reads the cluster too, and so does the dispatcher's refresh of
+    // the queue state the admin listener serves.
     let ready = app.get_as(&app.token, "/readyz").await;
     assert_eq!(ready.status(), 200);
-    let metrics = app
-        .get_as(&app.token, "/metrics")
-        .await
-        .text()
-        .await
-        .expect("text");
-    assert!(
-        metrics.contains("quire_queue_length{queue=\"analyze-document\"} 0"),
-        "{metrics}"
-    );
+    let url = format!("{}/metrics", app.admin_address);
+    eventually(
+        DEADLINE,
+        "the queue state reads the cluster's lists",
+        || async {
+            let metrics = app.http.get(&url).send().await.ok()?.text().await.ok()?;
+            metrics
+                .contains("quire_queue_length{queue=\"analyze-document\"} 0")
+                .then_some(())
+        },
+    )
+    .await;
 }

@@ -1,7 +1,7 @@
 //! Dispatcher maintenance (DESIGN §5) as services, each on its own interval with its own
 //! error handling, so one failing (Redis down stops lost-message recovery) never holds
 //! up another: publication-claim recovery, the rescuer, lost-message recovery,
-//! retention and worker-registry pruning. Safe with any number of dispatchers: the
+//! retention, worker-registry pruning and the queue-state refresh. Safe with any number of dispatchers: the
 //! ones that must do their work once per interval hold an advisory lock while they run.
 //!
 //! A new maintenance task is a file here implementing [`Task`], its `Service::start`
@@ -10,6 +10,7 @@
 
 mod claim_recovery;
 mod lost_messages;
+mod queue_state;
 mod rescuer;
 mod retention;
 mod service;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use claim_recovery::ClaimRecovery;
 pub use lost_messages::LostMessages;
+pub use queue_state::QueueStateRefresh;
 pub use rescuer::Rescuer;
 pub use retention::Retention;
 pub use service::{Service, Task};
@@ -88,6 +90,20 @@ impl Maintenance {
             Service::start(
                 WorkerPruning::new(pool.clone()),
                 every(dispatcher.worker_pruning_interval_ms),
+                shutdown,
+            ),
+            // Every dispatcher looks twice per interval; the one that finds the stored
+            // state at least an interval old (and gets the lock) refreshes it. Looking
+            // once per interval would skip a refresh whenever the clocks of two passes
+            // jitter, leaving the state two intervals old.
+            Service::start(
+                QueueStateRefresh::new(
+                    pool.clone(),
+                    redis.clone(),
+                    settings.redis.namespace.clone(),
+                    every(dispatcher.queue_state_interval_ms),
+                ),
+                every((dispatcher.queue_state_interval_ms / 2).max(1)),
                 shutdown,
             ),
         ];

@@ -14,6 +14,7 @@ pub mod nonces;
 pub mod ops_sessions;
 pub mod outbox;
 pub mod prepared;
+pub mod queue_state;
 pub mod schema;
 pub mod search_indexes;
 pub mod stats;
@@ -143,63 +144,90 @@ pub enum PlanMode {
     Generic,
 }
 
+/// The kinds of session Quire opens, each with its own settings (`SessionMode`): the
+/// one place that says how a process's connections behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionKind {
+    /// The API's request sessions: durable, default planning (their listing queries
+    /// filter on columns whose selectivity a custom plan can see), a short statement
+    /// timeout.
+    Api,
+    /// The worker's: durable (a finish and a handler's effects must survive a crash),
+    /// generic plans.
+    Worker,
+    /// The dispatcher's, maintenance included: relaxed commits (see
+    /// [`CommitMode::Relaxed`]), generic plans.
+    Dispatcher,
+    /// `quire-admin`, the bench and the tests' own connections: durable, default
+    /// planning.
+    Admin,
+}
+
 /// The session settings of a pool's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionMode {
     pub commit: CommitMode,
     pub plans: PlanMode,
+    /// `statement_timeout` in milliseconds; 0 for none.
+    pub statement_timeout_ms: u64,
 }
 
 impl SessionMode {
-    /// The API's and the admin tool's: durable, default planning (their listing
-    /// queries filter on columns whose selectivity a custom plan can see).
-    pub const DEFAULT: Self = Self {
-        commit: CommitMode::Durable,
-        plans: PlanMode::Default,
-    };
-    /// The worker's: durable (a finish and a handler's effects must survive a crash),
-    /// generic plans.
-    pub const WORKER: Self = Self {
-        commit: CommitMode::Durable,
-        plans: PlanMode::Generic,
-    };
-    /// The dispatcher's: relaxed commits (see [`CommitMode::Relaxed`]), generic plans.
-    pub const DISPATCHER: Self = Self {
-        commit: CommitMode::Relaxed,
-        plans: PlanMode::Generic,
-    };
+    /// The settings of `kind`, its statement timeout from `settings`
+    /// (`database.statement_timeout_ms`).
+    pub fn of(kind: SessionKind, settings: &DatabaseSettings) -> Self {
+        let timeouts = &settings.statement_timeout_ms;
+        let (commit, plans, statement_timeout_ms) = match kind {
+            SessionKind::Api => (CommitMode::Durable, PlanMode::Default, timeouts.api),
+            SessionKind::Worker => (CommitMode::Durable, PlanMode::Generic, timeouts.worker),
+            SessionKind::Dispatcher => {
+                (CommitMode::Relaxed, PlanMode::Generic, timeouts.dispatcher)
+            }
+            SessionKind::Admin => (CommitMode::Durable, PlanMode::Default, timeouts.admin),
+        };
+        Self {
+            commit,
+            plans,
+            statement_timeout_ms,
+        }
+    }
 
-    /// The `SET` statements a new connection runs, if any.
-    fn setup_sql(self) -> Option<String> {
-        let mut statements = Vec::new();
+    /// The `SET` statements a new connection runs. The timeout is always set, 0
+    /// included, so a server-wide default never stands in for the configured one.
+    fn setup_sql(self) -> String {
+        let mut statements = vec![format!(
+            "SET statement_timeout = {}",
+            self.statement_timeout_ms
+        )];
         if self.commit == CommitMode::Relaxed {
-            statements.push("SET synchronous_commit = off");
+            statements.push("SET synchronous_commit = off".to_owned());
         }
         if self.plans == PlanMode::Generic {
-            statements.push("SET plan_cache_mode = force_generic_plan");
+            statements.push("SET plan_cache_mode = force_generic_plan".to_owned());
         }
-        (!statements.is_empty()).then(|| statements.join("; "))
+        statements.join("; ")
     }
 }
 
-/// Builds a lazily connecting pool: processes start while PostgreSQL is still coming up
-/// and report unreadiness instead of crashing.
+/// Builds a lazily connecting pool of admin sessions ([`SessionKind::Admin`]):
+/// processes start while PostgreSQL is still coming up and report unreadiness instead of
+/// crashing.
 pub fn build_pool(settings: &DatabaseSettings) -> Result<PgPool, DbError> {
-    build_pool_with(settings, SessionMode::DEFAULT)
+    build_pool_with(settings, SessionKind::Admin)
 }
 
-/// [`build_pool`] with the given session settings.
-pub fn build_pool_with(settings: &DatabaseSettings, mode: SessionMode) -> Result<PgPool, DbError> {
+/// [`build_pool`] for sessions of `kind`.
+pub fn build_pool_with(settings: &DatabaseSettings, kind: SessionKind) -> Result<PgPool, DbError> {
+    let mode = SessionMode::of(kind, settings);
     let mut config = ManagerConfig::<AsyncPgConnection>::default();
     // The default (`Verified`) runs `SELECT 1` on every checkout: a round trip and a
     // commit per use, about a third of the worker's statements. A connection the server
     // closed is still dropped at checkout (`is_broken` sees the closed socket); one that
     // dies silently fails its next statement, which every caller handles as an error.
     config.recycling_method = RecyclingMethod::Fast;
-    if let Some(setup) = mode.setup_sql() {
-        config.custom_setup =
-            Box::new(move |url| Box::pin(connect_with(url.to_owned(), setup.clone())));
-    }
+    let setup = mode.setup_sql();
+    config.custom_setup =
+        Box::new(move |url| Box::pin(connect_with(url.to_owned(), setup.clone())));
     let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
         settings.url.expose(),
         config,

@@ -191,6 +191,15 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    queue_state_snapshot (id) {
+        id -> Bool,
+        state -> Jsonb,
+        refreshed_at -> Timestamptz,
+        refreshes -> Int8,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -213,4 +222,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     assets,
     workers,
     ops_sessions,
+    queue_state_snapshot,
 );

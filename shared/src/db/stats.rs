@@ -1,6 +1,9 @@
 //! The numbers operators watch, straight from PostgreSQL: jobs by type and status, the
-//! outbox by status and its lag, the oldest queued job. `/metrics`, `quire-admin stats`
-//! and the dashboard all read them here, so they always agree.
+//! outbox by status and its lag, the oldest queued job. `quire-admin stats` and the
+//! dashboard read them here. The queue-state gauges (`crate::queue_state`) read only the
+//! bounded ones below "Bounded": exact counts of the active states over their partial
+//! indexes, and estimates from the planner's statistics for the finished states, never
+//! a count over every retained row.
 
 use diesel::sql_types::{BigInt, Double, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -122,6 +125,113 @@ pub async fn queues(conn: &mut AsyncPgConnection) -> Result<Vec<QueueRow>, DbErr
          FROM processing_jobs \
          WHERE status IN ('QUEUED', 'RUNNING') OR finished_at > now() - interval '1 hour' \
          GROUP BY job_type ORDER BY job_type",
+    )
+    .load(conn)
+    .await?)
+}
+
+// Bounded: what the queue-state refresh reads (`crate::queue_state`), whatever the size
+// of the retained history.
+
+#[derive(Debug, Clone, PartialEq, diesel::QueryableByName)]
+pub struct ActiveJobs {
+    #[diesel(sql_type = Text)]
+    pub job_type: String,
+    #[diesel(sql_type = Text)]
+    pub status: String,
+    #[diesel(sql_type = BigInt)]
+    pub count: i64,
+    /// Age of the type's oldest queued job (0 for the running).
+    #[diesel(sql_type = Double)]
+    pub oldest_seconds: f64,
+}
+
+/// `QUEUED` and `RUNNING` jobs by type, exact: each state is read over its own partial
+/// index (`processing_jobs_queued_idx`, `processing_jobs_running_lease_idx`), so the cost
+/// follows the backlog and the running jobs, never the retained history.
+pub async fn active_jobs(conn: &mut AsyncPgConnection) -> Result<Vec<ActiveJobs>, DbError> {
+    Ok(diesel::sql_query(
+        "SELECT job_type, 'QUEUED' AS status, count(*) AS count, \
+                extract(epoch FROM now() - min(queued_at))::float8 AS oldest_seconds \
+         FROM processing_jobs WHERE status = 'QUEUED' GROUP BY job_type \
+         UNION ALL \
+         SELECT job_type, 'RUNNING', count(*), 0::float8 \
+         FROM processing_jobs WHERE status = 'RUNNING' GROUP BY job_type \
+         ORDER BY 1, 2",
+    )
+    .load(conn)
+    .await?)
+}
+
+/// Finished jobs (`SUCCEEDED`, `FAILED`, `CANCELLED`) by type, estimated from the
+/// multivariate MCV statistics over (job_type, status) that ANALYZE keeps
+/// (`processing_jobs_type_status_stats`) times the table's row estimate: a catalog read.
+/// Empty until the table was first analyzed; a combination too rare for the MCV list is
+/// left out.
+pub async fn finished_jobs_estimate(
+    conn: &mut AsyncPgConnection,
+) -> Result<Vec<JobCount>, DbError> {
+    Ok(diesel::sql_query(
+        "SELECT job_type, status, count FROM ( \
+           SELECT s.most_common_vals[i][array_position(s.attnames, 'job_type'::name)] AS job_type, \
+                  s.most_common_vals[i][array_position(s.attnames, 'status'::name)] AS status, \
+                  round(s.most_common_freqs[i] * greatest(c.reltuples, 0))::int8 AS count \
+           FROM pg_stats_ext s \
+           JOIN pg_namespace n ON n.nspname = s.schemaname \
+           JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename \
+           CROSS JOIN LATERAL generate_subscripts(s.most_common_vals, 1) AS i \
+           WHERE s.schemaname = current_schema() AND s.tablename = 'processing_jobs' \
+             AND s.statistics_name = 'processing_jobs_type_status_stats' AND NOT s.inherited \
+         ) estimates \
+         WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') \
+         ORDER BY job_type, status",
+    )
+    .load(conn)
+    .await?)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, diesel::QueryableByName)]
+pub struct ActiveEvents {
+    #[diesel(sql_type = BigInt)]
+    pub pending: i64,
+    #[diesel(sql_type = BigInt)]
+    pub publishing: i64,
+    /// Age of the oldest due `PENDING` event: how far publishing is behind.
+    #[diesel(sql_type = Double)]
+    pub lag_seconds: f64,
+}
+
+/// `PENDING` and `PUBLISHING` events, exact, over their partial indexes
+/// (`outbox_events_due_idx`, `outbox_events_publishing_idx`), and the outbox lag.
+pub async fn active_events(conn: &mut AsyncPgConnection) -> Result<ActiveEvents, DbError> {
+    Ok(diesel::sql_query(
+        "SELECT pending.count AS pending, publishing.count AS publishing, \
+                coalesce(extract(epoch FROM now() - pending.oldest_due)::float8, 0) AS lag_seconds \
+         FROM (SELECT count(*) AS count, \
+                      min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()) AS oldest_due \
+               FROM outbox_events WHERE status = 'PENDING') pending, \
+              (SELECT count(*) AS count FROM outbox_events WHERE status = 'PUBLISHING') publishing",
+    )
+    .get_result(conn)
+    .await?)
+}
+
+/// Delivered and cancelled events (`PUBLISHED`, `CANCELLED`), estimated from the
+/// status column's most common values that ANALYZE keeps, times the table's row
+/// estimate: a catalog read. Empty until the table was first analyzed.
+pub async fn finished_events_estimate(
+    conn: &mut AsyncPgConnection,
+) -> Result<Vec<EventCount>, DbError> {
+    Ok(diesel::sql_query(
+        "SELECT v.status, round(v.frequency * greatest(c.reltuples, 0))::int8 AS count \
+         FROM pg_stats s \
+         JOIN pg_namespace n ON n.nspname = s.schemaname \
+         JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename \
+         CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[], s.most_common_freqs) \
+           AS v(status, frequency) \
+         WHERE s.schemaname = current_schema() AND s.tablename = 'outbox_events' \
+           AND s.attname = 'status' AND NOT s.inherited AND v.status IN ('PUBLISHED', 'CANCELLED') \
+         ORDER BY v.status",
     )
     .load(conn)
     .await?)

@@ -205,7 +205,7 @@ async fn a_worker_session_plans_the_batch_claim_once() {
     let world = World::new().await;
     let pool = quire_shared::db::build_pool_with(
         &world.context.settings.database,
-        quire_shared::db::SessionMode::WORKER,
+        quire_shared::db::SessionKind::Worker,
     )
     .expect("worker pool");
     let mut conn = pool.get().await.expect("connection");

@@ -1,0 +1,97 @@
+//! Statement timeouts per kind of session: every pooled connection carries its kind's
+//! `statement_timeout`, and an API request whose statement runs past it answers 503
+//! problem+json and gives its connection back healthy.
+
+use std::time::Duration;
+
+use diesel::QueryableByName;
+use diesel::sql_types::Text;
+use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
+use quire_shared::db::{self, SessionKind};
+use quire_shared::test_support::TestContext;
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::helpers::TestApp;
+
+#[derive(QueryableByName)]
+struct Setting {
+    #[diesel(sql_type = Text)]
+    statement_timeout: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_connection_of_each_kind_carries_its_statement_timeout() {
+    let mut context = TestContext::new().await;
+    // Distinct values, none a whole number of seconds (SHOW would print "2s").
+    let timeouts = &mut context.settings.database.statement_timeout_ms;
+    timeouts.api = 1234;
+    timeouts.worker = 2345;
+    timeouts.dispatcher = 3456;
+    timeouts.admin = 0;
+    for (kind, expected) in [
+        (SessionKind::Api, "1234ms"),
+        (SessionKind::Worker, "2345ms"),
+        (SessionKind::Dispatcher, "3456ms"),
+        (SessionKind::Admin, "0"),
+    ] {
+        let pool = db::build_pool_with(&context.settings.database, kind).expect("pool");
+        // Twice: a connection handed back to the pool keeps its setting.
+        for _ in 0..2 {
+            let mut conn = pool.get().await.expect("connection");
+            let setting: Setting = diesel::sql_query("SHOW statement_timeout")
+                .get_result(&mut conn)
+                .await
+                .expect("show");
+            assert_eq!(setting.statement_timeout, expected, "{kind:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_request_past_its_statement_timeout_answers_503_and_its_connection_stays_healthy() {
+    let mut context = TestContext::new().await;
+    context.settings.database.statement_timeout_ms.api = 300;
+    // One connection: the request after the timeout must reuse the one that timed out.
+    context.settings.database.pool_size = 1;
+    let app = TestApp::spawn_in(context).await;
+    // A listing that cannot finish: another session holds the documents table. Without a
+    // statement timeout the request would wait for as long as the lock is held.
+    let mut holder =
+        diesel_async::AsyncPgConnection::establish(app.context.settings.database.url.expose())
+            .await
+            .expect("connect");
+    holder
+        .batch_execute("BEGIN; LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+
+    let response = app
+        .http
+        .get(format!("{}/api/documents", app.address))
+        .bearer_auth(&app.token)
+        // Far longer than the timeout: a bound for a broken build, not a speed.
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .expect("the listing answers while the table is locked");
+    assert_eq!(response.status(), 503);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert_eq!(response.headers()["retry-after"], "5");
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["code"], "database_timeout", "{body}");
+    assert!(
+        !body.to_string().contains("statement timeout"),
+        "no server text reaches the client: {body}"
+    );
+
+    holder.batch_execute("ROLLBACK").await.expect("unlock");
+    // The pool's one connection went back healthy: the next request runs on it.
+    let (status, body) = app
+        .json_as(Method::GET, &app.token, "/api/documents", None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+}

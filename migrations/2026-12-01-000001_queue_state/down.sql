@@ -1,0 +1,2 @@
+DROP STATISTICS processing_jobs_type_status_stats;
+DROP TABLE queue_state_snapshot;
