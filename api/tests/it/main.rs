@@ -21,6 +21,7 @@ mod redis_outage;
 mod retry;
 mod route_walk;
 mod search_bounds;
+mod stale_runs;
 mod tenancy;
 mod tenant_deletion;
 mod tenant_isolation;
