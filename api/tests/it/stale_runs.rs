@@ -99,8 +99,7 @@ async fn release_and_drain(held: Held, worker: RunningService) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_analysis_cancelled_before_it_stores_writes_no_object() {
     let app = TestApp::spawn().await;
-    let (document_id, job_id, held, worker) =
-        held_analysis(&app, Point::AnalysisBeforeStore).await;
+    let (document_id, job_id, held, worker) = held_analysis(&app, Point::AnalysisBeforeStore).await;
 
     cancel(&app, job_id).await;
     release_and_drain(held, worker).await;
@@ -119,8 +118,7 @@ async fn an_analysis_cancelled_before_it_stores_writes_no_object() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_analysis_cancelled_after_it_stored_deletes_its_objects_and_makes_none_current() {
     let app = TestApp::spawn().await;
-    let (document_id, job_id, held, worker) =
-        held_analysis(&app, Point::AnalysisBeforeIndex).await;
+    let (document_id, job_id, held, worker) = held_analysis(&app, Point::AnalysisBeforeIndex).await;
     assert_eq!(
         files_under(&document_dir(&app, document_id)).len(),
         2,
@@ -130,7 +128,10 @@ async fn an_analysis_cancelled_after_it_stored_deletes_its_objects_and_makes_non
     cancel(&app, job_id).await;
     release_and_drain(held, worker).await;
 
-    assert!(asset_keys(&app, document_id).await.is_empty(), "none current");
+    assert!(
+        asset_keys(&app, document_id).await.is_empty(),
+        "none current"
+    );
     assert_eq!(
         files_under(&document_dir(&app, document_id)),
         Vec::<PathBuf>::new(),
@@ -258,7 +259,10 @@ async fn a_new_analysis_makes_its_own_objects_current_and_deletes_the_ones_it_re
         .expect("query")
         .expect("thumbnail");
     let served = app
-        .get_as(&app.token, &format!("/api/documents/{document_id}/thumbnail"))
+        .get_as(
+            &app.token,
+            &format!("/api/documents/{document_id}/thumbnail"),
+        )
         .await;
     assert_eq!(served.status(), 200);
     let served = served.bytes().await.expect("bytes");

@@ -38,7 +38,9 @@ const MAX_DEPTH: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Filter {
     Flate,
-    Lzw { early_change: bool },
+    Lzw {
+        early_change: bool,
+    },
     AsciiHex,
     Ascii85,
     RunLength,
@@ -389,7 +391,9 @@ fn chain(dict: &Value) -> Option<Vec<Filter>> {
             .collect::<Option<_>>()?,
         Some(_) => return None,
     };
-    let lzw = names.iter().any(|name| matches!(filter_named(name), Some(Filter::Lzw { .. })));
+    let lzw = names
+        .iter()
+        .any(|name| matches!(filter_named(name), Some(Filter::Lzw { .. })));
     let params: Vec<Option<&Value>> = match dict.get(b"DecodeParms") {
         None => vec![None; names.len()],
         // Unread parameters matter only between layers (a predictor) or to LZW (its

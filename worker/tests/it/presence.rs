@@ -62,7 +62,11 @@ async fn live_workers_are_judged_on_the_database_clock_whatever_the_process_cloc
         .into_iter()
         .map(|worker| worker.id)
         .collect();
-    assert_eq!(live, ["worker-fresh"], "behind: only the fresh worker is live");
+    assert_eq!(
+        live,
+        ["worker-fresh"],
+        "behind: only the fresh worker is live"
+    );
 
     // Ten minutes ahead: a worker last seen five minutes ago on the database clock is
     // gone, although by this process's clock it was seen in the future.
@@ -75,5 +79,9 @@ async fn live_workers_are_judged_on_the_database_clock_whatever_the_process_cloc
         .into_iter()
         .map(|worker| worker.id)
         .collect();
-    assert_eq!(live, ["worker-fresh"], "ahead: only the fresh worker is live");
+    assert_eq!(
+        live,
+        ["worker-fresh"],
+        "ahead: only the fresh worker is live"
+    );
 }

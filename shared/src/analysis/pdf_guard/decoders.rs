@@ -166,9 +166,9 @@ impl<R: Read> Ascii85<R> {
 }
 
 fn group_value(group: &[u8; 5]) -> u32 {
-    group
-        .iter()
-        .fold(0u32, |value, &digit| value.wrapping_mul(85).wrapping_add(u32::from(digit)))
+    group.iter().fold(0u32, |value, &digit| {
+        value.wrapping_mul(85).wrapping_add(u32::from(digit))
+    })
 }
 
 reader!(Ascii85);

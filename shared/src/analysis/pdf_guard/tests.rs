@@ -99,10 +99,7 @@ fn a_bomb_under_ascii_hex_or_ascii85_is_caught() {
         &hex(&deflated(&bomb())),
     );
     assert_eq!(check(&hexed, LIMIT), Verdict::Bomb);
-    let a85 = pdf(
-        "<< /Filter [/A85 /Fl] >>",
-        &ascii85(&deflated(&bomb())),
-    );
+    let a85 = pdf("<< /Filter [/A85 /Fl] >>", &ascii85(&deflated(&bomb())));
     assert_eq!(check(&a85, LIMIT), Verdict::Bomb);
 }
 
@@ -119,7 +116,10 @@ fn lzw_and_run_length_bombs_are_caught() {
 
 #[test]
 fn every_decoder_reads_back_what_its_encoder_wrote() {
-    let text: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).chain(bomb().into_iter().take(5000)).collect();
+    let text: Vec<u8> = (0..20_000u32)
+        .map(|i| (i % 251) as u8)
+        .chain(bomb().into_iter().take(5000))
+        .collect();
     for (dict, body) in [
         ("<< /Filter /ASCIIHexDecode >>", hex(&text)),
         ("<< /Filter /ASCII85Decode >>", ascii85(&text)),
@@ -173,7 +173,10 @@ fn strings_and_comments_cannot_hide_a_dictionary() {
 
 #[test]
 fn image_codecs_end_a_chain_and_garbage_is_not_a_bomb() {
-    let file = pdf("<< /Filter [/FlateDecode /DCTDecode] >>", &deflated(b"jpeg bytes"));
+    let file = pdf(
+        "<< /Filter [/FlateDecode /DCTDecode] >>",
+        &deflated(b"jpeg bytes"),
+    );
     assert_eq!(check(&file, LIMIT), Verdict::Fits);
     assert_eq!(
         check(b"%PDF-1.4 stream \x00\x01garbage endstream", 10),
