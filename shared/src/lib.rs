@@ -6,6 +6,7 @@ pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod db;
+pub mod fault_points;
 pub mod health;
 pub mod integrity;
 pub mod jobs;

@@ -182,7 +182,12 @@ async fn process(
         Err(refused) => (None, Ended::Finished(Err(refused))),
         Ok(handler) => {
             let ended = tokio::select! {
-                outcome = run_handler(context, &handler, &job, &lost) => Ended::Finished(outcome),
+                // A handler that found its fence gone before a write ends as the
+                // heartbeat's finding would: no write-back.
+                outcome = run_handler(context, &handler, &job, &lost) => match outcome {
+                    Err(JobError::FenceLost) => Ended::Lost,
+                    outcome => Ended::Finished(outcome),
+                },
                 _ = lost.cancelled() => Ended::Lost,
                 _ = stop.cancelled() => Ended::Stopped,
             };
@@ -339,6 +344,8 @@ async fn finish(
                 JobError::Permanent { fail_document, .. } => *fail_document,
                 // Out of attempts: the document cannot become ready this way.
                 JobError::Transient { .. } => true,
+                // Ended as `Ended::Lost` before any write-back; never written as a failure.
+                JobError::FenceLost => false,
             };
             tracing::warn!(code = error.code(), "job failed");
             let mut conn = context.pool().get().await?;

@@ -23,6 +23,7 @@ mod redis_outage;
 mod retry;
 mod route_walk;
 mod search_bounds;
+mod stale_runs;
 mod statement_timeouts;
 mod tenancy;
 mod tenant_deletion;

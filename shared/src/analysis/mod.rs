@@ -39,6 +39,8 @@ pub enum AnalysisError {
     PdfUnreadable,
     #[error("the PDF's streams inflate beyond the limit")]
     PdfBomb,
+    #[error("the PDF has a stream the bomb guard cannot judge")]
+    PdfUnsupported,
     #[error("the image is larger than the limit")]
     ImageTooLarge,
     #[error("the image cannot be decoded")]
@@ -57,6 +59,7 @@ impl AnalysisError {
             Self::PdfEncrypted => "pdf_encrypted",
             Self::PdfUnreadable => "pdf_unreadable",
             Self::PdfBomb => "pdf_decompression_bomb",
+            Self::PdfUnsupported => "pdf_unsupported",
             Self::ImageTooLarge => "image_too_large",
             Self::ImageUnreadable => "image_unreadable",
             Self::ToolLimit => "analysis_limit_exceeded",
@@ -70,6 +73,7 @@ impl AnalysisError {
             Self::PdfEncrypted => "the PDF is password-protected",
             Self::PdfUnreadable => "the PDF is damaged or not a PDF",
             Self::PdfBomb => "the PDF expands to more data than Quire analyzes",
+            Self::PdfUnsupported => "the PDF uses a compression Quire does not analyze",
             Self::ImageTooLarge => "the image is larger than Quire analyzes",
             Self::ImageUnreadable => "the image is damaged or empty",
             Self::ToolLimit => "the file took more time or memory than Quire allows",
@@ -152,9 +156,10 @@ impl Analyzer {
     async fn pdf(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
         let bytes = tokio::fs::read(source).await?;
         let limit = self.settings.max_pdf_inflated_mb * MIB;
-        let bomb = blocking(move || pdf_guard::inflates_beyond(&bytes, limit)).await?;
-        if bomb {
-            return Err(AnalysisError::PdfBomb);
+        match blocking(move || pdf_guard::check(&bytes, limit)).await? {
+            pdf_guard::Verdict::Fits => {}
+            pdf_guard::Verdict::Bomb => return Err(AnalysisError::PdfBomb),
+            pdf_guard::Verdict::Unsupported => return Err(AnalysisError::PdfUnsupported),
         }
         let thumbnail = self.render_first_page(source, work).await?;
         let layer = self.pdf_text_layer(source).await?;

@@ -577,6 +577,31 @@ pub async fn stop_at_shutdown(
     })
 }
 
+#[derive(QueryableByName)]
+struct Holds {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    holds: bool,
+}
+
+/// True while the run's fence holds: the job is still `RUNNING` for this worker, attempt
+/// and task. One indexed read, made before each write a run does outside the database (an
+/// object), so a cancelled or taken-over run stops before it writes.
+pub async fn fence_holds(conn: &mut AsyncPgConnection, fence: &Fence) -> Result<bool, DbError> {
+    let row = diesel::sql_query(
+        "SELECT EXISTS (SELECT 1 FROM processing_jobs \
+                        WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 \
+                          AND attempts = $3 AND last_task_id = $4) AS holds",
+    )
+    .bind::<SqlUuid, _>(fence.job_id)
+    .bind::<Text, _>(&fence.worker_id)
+    .bind::<Int4, _>(fence.attempt)
+    .bind::<SqlUuid, _>(fence.task_id)
+    .prepared()
+    .get_result::<Holds>(conn)
+    .await?;
+    Ok(row.holds)
+}
+
 /// What a heartbeat found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Beat {

@@ -68,9 +68,13 @@ pub async fn remove(conn: &mut AsyncPgConnection, id: &str) -> Result<(), DbErro
     Ok(())
 }
 
-/// Workers seen within `LIVE_WITHIN_SECONDS`, by id.
+/// Workers seen within `LIVE_WITHIN_SECONDS`, by id. On the database clock, which
+/// stamped `last_seen_at`, never this process's: the API or CLI host asking and the
+/// database host may disagree by minutes, which would hide live workers or show dead ones.
 pub async fn live(conn: &mut AsyncPgConnection) -> Result<Vec<WorkerRow>, DbError> {
-    let since = OffsetDateTime::now_utc() - time::Duration::seconds(LIVE_WITHIN_SECONDS);
+    let since = diesel::dsl::sql::<diesel::sql_types::Timestamptz>(&format!(
+        "now() - interval '{LIVE_WITHIN_SECONDS} seconds'"
+    ));
     Ok(workers::table
         .filter(workers::last_seen_at.gt(since))
         .order(workers::id.asc())

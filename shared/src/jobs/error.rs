@@ -20,6 +20,11 @@ pub enum JobError {
         #[source]
         cause: Option<anyhow::Error>,
     },
+    /// The run's fence no longer holds (cancelled, or taken over after this worker looked
+    /// dead): the run stops without a write-back, as when the heartbeat finds it so.
+    /// Neither the job's nor the document's failure.
+    #[error("the job moved on without this worker")]
+    FenceLost,
 }
 
 impl JobError {
@@ -89,12 +94,14 @@ impl JobError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Permanent { code, .. } | Self::Transient { code, .. } => code,
+            Self::FenceLost => "fence_lost",
         }
     }
 
     pub fn safe_message(&self) -> &'static str {
         match self {
             Self::Permanent { message, .. } | Self::Transient { message, .. } => message,
+            Self::FenceLost => "the job moved on without this worker",
         }
     }
 }

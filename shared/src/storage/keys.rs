@@ -3,6 +3,7 @@
 use uuid::Uuid;
 
 use crate::db::assets::AssetKind;
+use crate::db::jobs::Fence;
 
 /// A key in the object store. Only this module builds keys, from ids, so a key can never
 /// contain `..`, a client's filename or anything else a client chose.
@@ -21,17 +22,25 @@ impl StorageKey {
         Self(format!("tenants/{tenant_id}/sources/{bucket}/{version}"))
     }
 
-    /// `tenants/{tenant}/documents/{doc}/versions/{ver}/{kind}`: one asset (thumbnail,
-    /// text) of a version; a re-run writes the same key again.
-    pub fn version_asset(
+    /// `tenants/{tenant}/documents/{doc}/versions/{ver}/{kind}-{job}-{attempt}-{task}`:
+    /// one asset (thumbnail, text) of a version as ONE run wrote it. Every run writes keys
+    /// of its own (the task tells apart even a claim made again at the same attempt), so
+    /// a run that lost its job can never overwrite the object a row names; the asset row,
+    /// updated in the run's fenced commit, says which key is current. Rows written before
+    /// name `…/{ver}/{kind}`, and keep it until the next analysis replaces it.
+    pub fn attempt_asset(
         tenant_id: Uuid,
         document_id: Uuid,
         version_id: Uuid,
         kind: AssetKind,
+        fence: &Fence,
     ) -> Self {
         Self(format!(
-            "tenants/{tenant_id}/documents/{document_id}/versions/{version_id}/{}",
-            kind.as_str()
+            "tenants/{tenant_id}/documents/{document_id}/versions/{version_id}/{}-{}-{}-{}",
+            kind.as_str(),
+            fence.job_id.simple(),
+            fence.attempt,
+            fence.task_id.simple()
         ))
     }
 
@@ -77,6 +86,37 @@ mod tests {
         assert!(
             key.as_str()
                 .starts_with(&format!("{}/", StorageKey::tenant_prefix(t).as_str()))
+        );
+    }
+
+    #[test]
+    fn asset_keys_differ_for_every_run_and_read_back() {
+        let (t, d, v) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let fence = Fence {
+            job_id: Uuid::now_v7(),
+            worker_id: "worker-1".to_owned(),
+            attempt: 2,
+            task_id: Uuid::now_v7(),
+        };
+        let key = StorageKey::attempt_asset(t, d, v, AssetKind::Thumbnail, &fence);
+        assert_eq!(StorageKey::from_stored(key.as_str()), Some(key.clone()));
+        let again = Fence {
+            task_id: Uuid::now_v7(),
+            ..fence.clone()
+        };
+        let next = Fence {
+            attempt: 3,
+            ..fence.clone()
+        };
+        for other in [&again, &next] {
+            assert_ne!(
+                StorageKey::attempt_asset(t, d, v, AssetKind::Thumbnail, other),
+                key
+            );
+        }
+        assert_ne!(
+            StorageKey::attempt_asset(t, d, v, AssetKind::Text, &fence),
+            key
         );
     }
 

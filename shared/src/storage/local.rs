@@ -29,6 +29,75 @@ impl LocalStore {
     }
 }
 
+/// Directory entries made durable: a file's data is durable after its own `fsync`, but
+/// the name that leads to it (a rename, a new directory) only after an `fsync` of the
+/// directory holding that name. Without it a power loss after the upload's row committed
+/// could leave the row naming an object whose name never reached the disk. Every rename
+/// and directory creation of the store goes through here.
+mod durable {
+    use std::path::{Path, PathBuf};
+
+    /// Fsyncs the directory that holds `path`'s name.
+    fn sync_parent(path: &Path) -> std::io::Result<()> {
+        let parent = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        #[cfg(test)]
+        tests::record(parent);
+        std::fs::File::open(parent)?.sync_all()
+    }
+
+    /// `create_dir_all`, then each directory it created made durable in its parent,
+    /// top down (an existing directory is left alone). Returns the created directories.
+    pub(super) fn create_dir_all(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        let mut missing = Vec::new();
+        let mut cursor = Some(dir);
+        while let Some(path) = cursor.filter(|path| !path.as_os_str().is_empty()) {
+            if path.is_dir() {
+                break;
+            }
+            missing.push(path.to_path_buf());
+            cursor = path.parent();
+        }
+        std::fs::create_dir_all(dir)?;
+        missing.reverse();
+        for created in &missing {
+            sync_parent(created)?;
+        }
+        Ok(missing)
+    }
+
+    /// `rename`, then the new name made durable in its directory.
+    pub(super) fn rename(from: &Path, to: &Path) -> std::io::Result<()> {
+        std::fs::rename(from, to)?;
+        sync_parent(to)
+    }
+
+    #[cfg(test)]
+    pub(super) mod tests {
+        use std::path::{Path, PathBuf};
+        use std::sync::Mutex;
+
+        /// Every directory fsynced, for the tests (each filters its own temporary root).
+        static SYNCED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+        pub(super) fn record(dir: &Path) {
+            SYNCED.lock().expect("synced").push(dir.to_path_buf());
+        }
+
+        pub(in crate::storage) fn synced_under(root: &Path) -> Vec<PathBuf> {
+            SYNCED
+                .lock()
+                .expect("synced")
+                .iter()
+                .filter(|dir| dir.starts_with(root))
+                .cloned()
+                .collect()
+        }
+    }
+}
+
 /// What the receiving side hands the file writer: a chunk, or the end of a complete body.
 enum Piece {
     Chunk(Bytes),
@@ -45,7 +114,7 @@ fn write_file(
     path: &Path,
     pieces: &mut tokio::sync::mpsc::Receiver<Piece>,
 ) -> std::io::Result<()> {
-    std::fs::create_dir_all(parent)?;
+    durable::create_dir_all(parent)?;
     let mut file = std::fs::File::create(partial)?;
     let written = (|| {
         loop {
@@ -60,7 +129,7 @@ fn write_file(
     drop(file);
     match written {
         // Readers never see a half-written object.
-        Ok(()) => std::fs::rename(partial, path),
+        Ok(()) => durable::rename(partial, path),
         Err(error) => {
             let _ = std::fs::remove_file(partial);
             Err(error)
@@ -234,6 +303,55 @@ mod tests {
         let on_disk = std::fs::read(root.path().join(key.as_str())).expect("read");
         assert_eq!(on_disk, parts.concat());
         assert_eq!(files_under(root.path()).len(), 1, "no partial file left");
+    }
+
+    #[test]
+    fn new_directories_are_synced_in_their_parents_top_down_and_old_ones_left_alone() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let root = root.path();
+        std::fs::create_dir(root.join("a")).expect("an existing directory");
+
+        let created = durable::create_dir_all(&root.join("a/b/c")).expect("create");
+
+        assert_eq!(created, [root.join("a/b"), root.join("a/b/c")]);
+        assert!(root.join("a/b/c").is_dir());
+        assert_eq!(
+            durable::tests::synced_under(root),
+            [root.join("a"), root.join("a/b")],
+            "the parent of each new directory, and no other"
+        );
+        assert!(
+            durable::create_dir_all(&root.join("a/b/c"))
+                .expect("again")
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_put_syncs_every_directory_it_created_and_the_one_it_renamed_into() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let store = LocalStore::new(root.path().join("data"));
+        let key = StorageKey::document_source(Uuid::now_v7(), Uuid::now_v7());
+
+        store
+            .put(&key, chunks(vec![Ok(Bytes::from_static(b"bytes"))]))
+            .await
+            .expect("put");
+
+        let object = root.path().join("data").join(key.as_str());
+        let folder = object.parent().expect("folder").to_path_buf();
+        let synced = durable::tests::synced_under(root.path());
+        // `data/tenants/{t}/sources/{bucket}` were all new: each is synced in its parent;
+        // the object's own folder is synced again after the rename.
+        let mut expected: Vec<PathBuf> = folder
+            .ancestors()
+            .skip(1)
+            .take_while(|dir| dir.starts_with(root.path()))
+            .map(Path::to_path_buf)
+            .collect();
+        expected.reverse();
+        expected.push(folder);
+        assert_eq!(synced, expected);
     }
 
     #[tokio::test]

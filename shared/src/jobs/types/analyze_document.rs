@@ -1,8 +1,11 @@
 //! `analyze-document`: VerifyIntegrity → GenerateThumbnails → ExtractText →
 //! DetermineIssuedAt → IndexDocument. The document is `PROCESSING` from the start of a
 //! run, `READY` with the job's success, `FAILED` with a safe error when the file cannot
-//! be analyzed. Assets are keyed by version and kind and upserted, so a re-run after a
-//! crash produces the same result; every write is fenced by the job's claim.
+//! be analyzed. Every write is fenced by the job's claim: each object write checks the
+//! fence first and goes to a key of this run's own, and only the fenced IndexDocument
+//! commit makes those objects current (the asset rows, keyed by version and kind, name
+//! them). Objects of a run that lost its fence are deleted by the run, or left to the
+//! storage GC when the run was dropped (docs/decisions.md, "Fenced object writes").
 
 use std::time::Duration;
 
@@ -15,13 +18,14 @@ use uuid::Uuid;
 use crate::analysis::{Analysis, AnalysisError, Analyzer};
 use crate::db::DbError;
 use crate::db::analysis::{self, Findings};
-use crate::db::assets::{self, AssetKind, NewAsset};
+use crate::db::assets::{self, AssetKind, NewAsset, Upserted};
 use crate::db::documents::DocumentVersion;
-use crate::db::jobs::{Fence, Job};
+use crate::db::jobs::{self, Fence, Job};
+use crate::fault_points::{self, Point};
 use crate::integrity;
 use crate::jobs::{BackgroundJob, Description, JobContext, JobError};
 use crate::states::TenantStatus;
-use crate::storage::{Digested, StorageKey, put_digested};
+use crate::storage::{Digested, StorageKey};
 
 /// Payload of `analyze-document`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,30 +45,94 @@ fn analysis_error(error: AnalysisError) -> JobError {
     }
 }
 
-/// Stores one asset's bytes under its version-and-kind key.
-async fn store_asset(
-    context: &JobContext,
-    version: &DocumentVersion,
-    kind: AssetKind,
-    bytes: Vec<u8>,
-) -> Result<(StorageKey, Digested), JobError> {
-    let key = StorageKey::version_asset(version.tenant_id, version.document_id, version.id, kind);
-    let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
-    let digest = put_digested(context.store.as_ref(), &key, Box::pin(body), u64::MAX)
-        .await
-        .map_err(JobError::storage_unavailable)?;
-    Ok((key, digest))
+/// The objects this run wrote. None is current until the fenced commit names it; on
+/// every other way out they are deleted, since no row will ever name them.
+#[derive(Default)]
+struct RunObjects {
+    written: Vec<StorageKey>,
 }
 
-/// IndexDocument: text, date, assets and search vector in one fenced transaction.
+impl RunObjects {
+    /// Stores one asset's bytes under a key of this run's own, once the fence is checked.
+    async fn put(
+        &mut self,
+        context: &JobContext,
+        fence: &Fence,
+        version: &DocumentVersion,
+        kind: AssetKind,
+        bytes: Vec<u8>,
+    ) -> Result<(StorageKey, Digested), JobError> {
+        let key = StorageKey::attempt_asset(
+            version.tenant_id,
+            version.document_id,
+            version.id,
+            kind,
+            fence,
+        );
+        let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
+        // Noted before the put: a put that fails half-way may still leave an object.
+        self.written.push(key.clone());
+        let digest = context.put_fenced(fence, &key, Box::pin(body)).await?;
+        Ok((key, digest))
+    }
+
+    /// Deletes what this run wrote (the run is not going to make it current). A delete
+    /// that fails is left for the storage GC: nothing names the object.
+    async fn discard(self, context: &JobContext) {
+        delete_objects(context, &self.written).await;
+    }
+}
+
+/// Best-effort deletes of objects no row names (any more).
+async fn delete_objects(context: &JobContext, keys: &[StorageKey]) {
+    for key in keys {
+        if let Err(error) = context.store.delete(key).await {
+            tracing::warn!(%error, "an object no row names could not be deleted, left to the storage gc");
+        }
+    }
+}
+
+/// What the IndexDocument transaction did.
+enum Indexed {
+    /// Findings and assets are current; these objects the rows named before are not.
+    Current { superseded: Vec<StorageKey> },
+    /// The document moved on (a new version, gone): nothing to record for this version.
+    DocumentMovedOn,
+}
+
+#[derive(Debug)]
+enum IndexError {
+    Db(DbError),
+    /// The fence no longer holds: the transaction is rolled back whole.
+    FenceLost,
+}
+
+impl From<diesel::result::Error> for IndexError {
+    fn from(error: diesel::result::Error) -> Self {
+        Self::Db(error.into())
+    }
+}
+
+impl From<DbError> for IndexError {
+    fn from(error: DbError) -> Self {
+        Self::Db(error)
+    }
+}
+
+/// IndexDocument: text, date, assets and search vector in ONE fenced transaction — the
+/// commit that makes this run's objects current. Every statement carries the fence; if
+/// any finds it gone, all of it rolls back.
 async fn index(
     conn: &mut AsyncPgConnection,
     fence: &Fence,
     version: &DocumentVersion,
     analysis: &Analysis,
     stored: &[(AssetKind, StorageKey, Digested, &'static str)],
-) -> Result<bool, DbError> {
-    conn.transaction::<_, DbError, _>(async |conn| {
+) -> Result<Indexed, IndexError> {
+    conn.transaction::<_, IndexError, _>(async |conn| {
+        if !jobs::fence_holds(conn, fence).await? {
+            return Err(IndexError::FenceLost);
+        }
         let findings = Findings {
             version_id: version.id,
             text: &analysis.text,
@@ -79,11 +147,14 @@ async fn index(
         )
         .await?
         {
-            return Ok(false);
+            // The fence held a statement ago, so the document is what moved on.
+            return Ok(Indexed::DocumentMovedOn);
         }
+        let mut superseded = Vec::new();
         for (kind, key, digest, content_type) in stored {
-            assets::upsert(
+            let upserted = assets::upsert(
                 conn,
+                fence,
                 &NewAsset {
                     tenant_id: version.tenant_id,
                     document_id: version.document_id,
@@ -96,10 +167,56 @@ async fn index(
                 },
             )
             .await?;
+            match upserted {
+                Upserted::Stale => return Err(IndexError::FenceLost),
+                Upserted::Current { superseded: old } => {
+                    // A key that is not ours is left alone, never guessed at.
+                    superseded.extend(old.as_deref().and_then(StorageKey::from_stored));
+                }
+            }
         }
-        Ok(true)
+        Ok(Indexed::Current { superseded })
     })
     .await
+}
+
+/// Stores the assets under this run's keys and makes them current in the fenced commit.
+async fn store_and_index(
+    context: &JobContext,
+    fence: &Fence,
+    version: &DocumentVersion,
+    found: &Analysis,
+    objects: &mut RunObjects,
+) -> Result<Indexed, JobError> {
+    let (thumbnail_key, thumbnail) = objects
+        .put(
+            context,
+            fence,
+            version,
+            AssetKind::Thumbnail,
+            found.thumbnail.clone(),
+        )
+        .await?;
+    let (text_key, text) = objects
+        .put(
+            context,
+            fence,
+            version,
+            AssetKind::Text,
+            found.text.clone().into_bytes(),
+        )
+        .await?;
+    fault_points::pass(Point::AnalysisBeforeIndex, version.document_id).await;
+    let stored = [
+        (AssetKind::Thumbnail, thumbnail_key, thumbnail, "image/png"),
+        (AssetKind::Text, text_key, text, "text/plain; charset=utf-8"),
+    ];
+    let mut conn = context.connection().await?;
+    match index(&mut conn, fence, version, found, &stored).await {
+        Ok(indexed) => Ok(indexed),
+        Err(IndexError::FenceLost) => Err(JobError::FenceLost),
+        Err(IndexError::Db(error)) => Err(JobError::database(error)),
+    }
 }
 
 #[async_trait]
@@ -180,33 +297,25 @@ impl BackgroundJob for AnalyzeDocument {
             return Ok(());
         }
 
-        let (thumbnail_key, thumbnail) = store_asset(
-            context,
-            &version,
-            AssetKind::Thumbnail,
-            found.thumbnail.clone(),
-        )
-        .await?;
-        let (text_key, text) = store_asset(
-            context,
-            &version,
-            AssetKind::Text,
-            found.text.clone().into_bytes(),
-        )
-        .await?;
-        let stored = [
-            (AssetKind::Thumbnail, thumbnail_key, thumbnail, "image/png"),
-            (AssetKind::Text, text_key, text, "text/plain; charset=utf-8"),
-        ];
-        let mut conn = context.connection().await?;
-        let indexed = index(&mut conn, &fence, &version, &found, &stored)
-            .await
-            .map_err(JobError::database)?;
-        if !indexed {
-            // The job moved on without this worker; its finish will be fenced off too.
-            tracing::warn!("analysis results not recorded: the claim no longer holds");
+        fault_points::pass(Point::AnalysisBeforeStore, payload.document_id).await;
+        let mut objects = RunObjects::default();
+        match store_and_index(context, &fence, &version, &found, &mut objects).await {
+            Ok(Indexed::Current { superseded }) => {
+                // Current no more: nobody reads them after the commit above.
+                delete_objects(context, &superseded).await;
+                Ok(())
+            }
+            Ok(Indexed::DocumentMovedOn) => {
+                objects.discard(context).await;
+                tracing::info!("analysis results not recorded: the document moved on");
+                Ok(())
+            }
+            Err(error) => {
+                // Nothing this run wrote became current; a retry writes keys of its own.
+                objects.discard(context).await;
+                Err(error)
+            }
         }
-        Ok(())
     }
 
     async fn commit_success(
