@@ -31,6 +31,7 @@ const JSON_LIMIT_BYTES: usize = 256 * 1024;
 
 pub struct Application {
     port: u16,
+    scheme: &'static str,
     server: Server,
 }
 
@@ -49,6 +50,16 @@ impl Application {
             .context("listener has no address")?
             .port();
         quire_shared::metrics::install();
+        // HTTPS when the settings name a certificate and key (HTTP/1.1 only, as over
+        // plain HTTP); read now, so a missing or bad file stops the start, by name.
+        let tls = match settings.server.tls() {
+            Some((cert, key)) => Some(
+                quire_shared::tls::server_config(cert, key)
+                    .context("failed to load server.tls_cert / server.tls_key")?,
+            ),
+            None => None,
+        };
+        let scheme = settings.server.scheme();
         let pool = quire_shared::db::build_pool(&settings.database)?;
         let redis = quire_shared::redis_client::RedisPool::build(&settings.redis)?;
         let store = Arc::new(LocalStore::new(&settings.storage.data_dir));
@@ -96,15 +107,30 @@ impl Application {
         })
         // Signals are the binary's business: it cancels the shutdown token.
         .disable_signals()
-        .shutdown_timeout(30)
-        .listen(listener)
+        .shutdown_timeout(30);
+        let server = match tls {
+            Some(mut config) => {
+                config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                server.listen_rustls_0_23(listener, config)
+            }
+            None => server.listen(listener),
+        }
         .context("failed to listen")?
         .run();
-        Ok(Self { port, server })
+        Ok(Self {
+            port,
+            scheme,
+            server,
+        })
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `https` when the API serves TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        self.scheme
     }
 
     /// Serves until `shutdown` is cancelled, then stops gracefully.
@@ -114,7 +140,7 @@ impl Application {
             shutdown.cancelled().await;
             handle.stop(true).await;
         });
-        tracing::info!(port = self.port, "api listening");
+        tracing::info!(port = self.port, scheme = self.scheme, "api listening");
         self.server.await.context("http server failed")
     }
 }

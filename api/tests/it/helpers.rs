@@ -37,7 +37,11 @@ impl TestApp {
         let app = Application::build(context.settings.clone())
             .await
             .expect("build the api");
-        let address = format!("http://127.0.0.1:{}", app.port());
+        // Over HTTPS the name the test certificates carry (`localhost`), not the IP.
+        let address = match app.scheme() {
+            "https" => format!("https://localhost:{}", app.port()),
+            _ => format!("http://127.0.0.1:{}", app.port()),
+        };
         let shutdown = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(shutdown.clone()));
         let pool = context.pool();

@@ -24,5 +24,6 @@ mod search_bounds;
 mod tenancy;
 mod tenant_deletion;
 mod tenant_isolation;
+mod tls;
 mod trash;
 mod upload_flow;

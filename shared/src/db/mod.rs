@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod assets;
+pub mod connect;
 pub mod documents;
 pub mod intake;
 pub mod jobs;
@@ -22,7 +23,6 @@ pub mod workers;
 
 use std::time::Duration;
 
-use diesel_async::AsyncConnection;
 use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
@@ -30,6 +30,8 @@ use diesel_async::pooled_connection::{
 };
 
 use crate::config::DatabaseSettings;
+
+pub use connect::{ConnectError, PgConnector, SslMode};
 
 pub type PgPool = Pool<AsyncPgConnection>;
 pub type PooledConnection = Object<AsyncPgConnection>;
@@ -47,6 +49,8 @@ pub enum DbError {
     Build(String),
     #[error("failed to run migrations: {0}")]
     Migration(String),
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
 }
 
 /// What a database error says about the next attempt. See [`DbError::fault`].
@@ -195,10 +199,15 @@ pub fn build_pool_with(settings: &DatabaseSettings, mode: SessionMode) -> Result
     // closed is still dropped at checkout (`is_broken` sees the closed socket); one that
     // dies silently fails its next statement, which every caller handles as an error.
     config.recycling_method = RecyclingMethod::Fast;
-    if let Some(setup) = mode.setup_sql() {
-        config.custom_setup =
-            Box::new(move |url| Box::pin(connect_with(url.to_owned(), setup.clone())));
-    }
+    // Every connection goes through the URL's connector (its sslmode and root
+    // certificates), parsed once here: a bad URL fails the build, not each checkout.
+    let connector = PgConnector::parse(settings.url.expose())?;
+    let setup = mode.setup_sql();
+    config.custom_setup = Box::new(move |_url| {
+        let connector = connector.clone();
+        let setup = setup.clone();
+        Box::pin(async move { connect_with(&connector, setup.as_deref()).await })
+    });
     let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
         settings.url.expose(),
         config,
@@ -213,13 +222,28 @@ pub fn build_pool_with(settings: &DatabaseSettings, mode: SessionMode) -> Result
         .map_err(|error| DbError::Build(error.to_string()))
 }
 
-async fn connect_with(url: String, setup: String) -> diesel::ConnectionResult<AsyncPgConnection> {
+async fn connect_with(
+    connector: &PgConnector,
+    setup: Option<&str>,
+) -> diesel::ConnectionResult<AsyncPgConnection> {
     use diesel_async::SimpleAsyncConnection;
-    let mut conn = AsyncPgConnection::establish(&url).await?;
-    conn.batch_execute(&setup)
-        .await
-        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+    let mut conn = connector.connect().await?;
+    if let Some(setup) = setup {
+        conn.batch_execute(setup)
+            .await
+            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+    }
     Ok(conn)
+}
+
+/// One connection outside any pool (migrations, test databases), through the same
+/// connector as the pools.
+pub async fn connect(url: &str) -> Result<AsyncPgConnection, DbError> {
+    let connector = PgConnector::parse(url)?;
+    connector
+        .connect()
+        .await
+        .map_err(|error| DbError::Build(format!("failed to connect: {error}")))
 }
 
 fn deadpool_runtime() -> deadpool::Runtime {
