@@ -32,6 +32,7 @@ const JSON_LIMIT_BYTES: usize = 256 * 1024;
 pub struct Application {
     port: u16,
     admin_port: Option<u16>,
+    scheme: &'static str,
     server: Server,
     /// Stops the admin listener with the application, however it ends (stopped, or
     /// dropped without running).
@@ -55,6 +56,16 @@ impl Application {
             .context("listener has no address")?
             .port();
         quire_shared::metrics::install();
+        // HTTPS when the settings name a certificate and key (HTTP/1.1 only, as over
+        // plain HTTP); read now, so a missing or bad file stops the start, by name.
+        let tls = match settings.server.tls() {
+            Some((cert, key)) => Some(
+                quire_shared::tls::server_config(cert, key)
+                    .context("failed to load server.tls_cert / server.tls_key")?,
+            ),
+            None => None,
+        };
+        let scheme = settings.server.scheme();
         let pool = quire_shared::db::build_pool_with(
             &settings.database,
             quire_shared::db::SessionKind::Api,
@@ -114,13 +125,20 @@ impl Application {
         })
         // Signals are the binary's business: it cancels the shutdown token.
         .disable_signals()
-        .shutdown_timeout(30)
-        .listen(listener)
+        .shutdown_timeout(30);
+        let server = match tls {
+            Some(mut config) => {
+                config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                server.listen_rustls_0_23(listener, config)
+            }
+            None => server.listen(listener),
+        }
         .context("failed to listen")?
         .run();
         Ok(Self {
             port,
             admin_port,
+            scheme,
             server,
             admin_guard: admin_stop.drop_guard(),
         })
@@ -135,6 +153,11 @@ impl Application {
         self.admin_port
     }
 
+    /// `https` when the API serves TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
     /// Serves until `shutdown` is cancelled, then stops gracefully.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let handle = self.server.handle();
@@ -142,7 +165,7 @@ impl Application {
             shutdown.cancelled().await;
             handle.stop(true).await;
         });
-        tracing::info!(port = self.port, admin_port = ?self.admin_port, "api listening");
+        tracing::info!(port = self.port, admin_port = ?self.admin_port, scheme = self.scheme, "api listening");
         let served = self.server.await.context("http server failed");
         drop(self.admin_guard);
         served

@@ -33,8 +33,10 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     )?;
     let publisher = Publisher::new(&settings, pool.clone(), redis.clone());
     let wake = Arc::new(Notify::new());
+    // The pools' connector (the URL's sslmode and roots), for the LISTEN session too.
+    let connector = db::PgConnector::parse(settings.database.url.expose())?;
     let listener = tokio::spawn(wakeups::listen(
-        settings.database.url.expose().to_owned(),
+        connector,
         Arc::clone(&wake),
         shutdown.clone(),
     ));

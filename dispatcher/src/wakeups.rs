@@ -5,20 +5,23 @@
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use quire_shared::db::OUTBOX_CHANNEL;
+use quire_shared::db::{OUTBOX_CHANNEL, PgConnector};
 use quire_shared::retry::ReconnectBackoff;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
 /// Keeps a LISTEN connection open until shutdown, reconnecting with backoff.
-pub async fn listen(database_url: String, wake: Arc<Notify>, shutdown: CancellationToken) {
+pub async fn listen(connector: PgConnector, wake: Arc<Notify>, shutdown: CancellationToken) {
     let mut delays = ReconnectBackoff::new();
     loop {
-        match listen_once(&database_url, &wake, &shutdown).await {
+        match listen_once(&connector, &wake, &shutdown).await {
             Ok(()) => return,
             Err(error) => {
-                tracing::warn!(%error, "outbox listener lost its connection, polling meanwhile");
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    "outbox listener lost its connection, polling meanwhile"
+                );
             }
         }
         let delay = delays.next_delay();
@@ -30,11 +33,11 @@ pub async fn listen(database_url: String, wake: Arc<Notify>, shutdown: Cancellat
 }
 
 async fn listen_once(
-    database_url: &str,
+    connector: &PgConnector,
     wake: &Arc<Notify>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let (client, mut connection) = tokio_postgres::connect(database_url, NoTls).await?;
+    let (client, mut connection) = connector.connect_client().await?;
     let forward = Arc::clone(wake);
     let mut driver = tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));

@@ -122,6 +122,27 @@ pub struct ServerSettings {
     /// queue's state); empty for none. Never the public port: the scrape is for
     /// Prometheus, not for tenants.
     pub admin_listen: String,
+    /// PEM certificate chain and private key: the API serves HTTPS instead of HTTP.
+    /// Both empty (the default): plain HTTP, for local development or a TLS-terminating
+    /// proxy in front.
+    pub tls_cert: String,
+    pub tls_key: String,
+}
+
+impl ServerSettings {
+    /// The certificate and key files when the API serves HTTPS.
+    pub fn tls(&self) -> Option<(&Path, &Path)> {
+        (!self.tls_cert.is_empty()).then(|| (Path::new(&self.tls_cert), Path::new(&self.tls_key)))
+    }
+
+    /// The URL scheme the API answers on.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls().is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -159,6 +180,9 @@ pub struct RedisSettings {
     /// Seed nodes of a Redis Cluster (`redis://host:port`, …); empty: the single server
     /// at `url`.
     pub cluster_urls: Vec<String>,
+    /// A PEM file of the CA certificates a `rediss://` server's certificate must chain
+    /// to; empty: the system store. The host name is always checked.
+    pub ca_file: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -378,6 +402,23 @@ impl Settings {
                 .all(|b| b.is_ascii_lowercase() || b == b'_')
         {
             return unsafe_setting("search.language must be a text search configuration name");
+        }
+        if !self.redis.ca_file.is_empty() {
+            if !self.redis.cluster_urls.is_empty() {
+                return unsafe_setting(
+                    "redis.ca_file is for a single server: a cluster's rediss:// nodes use the system store (SSL_CERT_FILE)",
+                );
+            }
+            if !self.redis.url.expose().starts_with("rediss://") {
+                return unsafe_setting(
+                    "redis.ca_file is set but redis.url is not rediss://: the link would not be encrypted",
+                );
+            }
+        }
+        if self.server.tls_cert.is_empty() != self.server.tls_key.is_empty() {
+            return unsafe_setting(
+                "server.tls_cert and server.tls_key are set together or not at all",
+            );
         }
         if self.redis.namespace.is_empty() || self.redis.namespace.contains(['{', '}']) {
             return unsafe_setting("redis.namespace must be non-empty and without braces");

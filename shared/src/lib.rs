@@ -25,6 +25,7 @@ pub mod signing;
 pub mod states;
 pub mod storage;
 pub mod telemetry;
+pub mod tls;
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;

@@ -5,6 +5,9 @@
 //!
 //! What Quire says over these connections (keys, messages, list direction) is the
 //! protocol in `broker`; this module only connects and checks the server.
+//!
+//! TLS: a `rediss://` URL connects over rustls and always verifies the chain and the
+//! host name, against `redis.ca_file` when it is set, else the system store.
 
 use std::time::Duration;
 
@@ -22,6 +25,35 @@ pub enum BrokerError {
     Pool(#[from] deadpool_redis::PoolError),
     #[error("failed to build the redis pool: {0}")]
     Build(String),
+    #[error("redis.ca_file: {0}")]
+    CaFile(#[from] crate::tls::TlsError),
+}
+
+/// The client of the single server at `redis.url`: with `redis.ca_file`, its `rediss://`
+/// connections trust that CA instead of the system store.
+fn single_client(settings: &RedisSettings) -> Result<redis::Client, BrokerError> {
+    let url = settings.url.expose();
+    if settings.ca_file.is_empty() {
+        return Ok(redis::Client::open(url)?);
+    }
+    let path = std::path::Path::new(&settings.ca_file);
+    // Read through rustls first: a file without a certificate is refused here, by name,
+    // rather than at the first connection.
+    crate::tls::read_certificates(path)?;
+    let pem = std::fs::read(path).map_err(|error| {
+        BrokerError::Build(format!(
+            "cannot read redis.ca_file {}: {error}",
+            path.display()
+        ))
+    })?;
+    crate::tls::provider();
+    Ok(redis::Client::build_with_tls(
+        url,
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem),
+        },
+    )?)
 }
 
 /// `ConnectionLike` for an enum of a single-server and a cluster connection: every call
@@ -75,11 +107,17 @@ impl RedisPool {
     /// A pool for short commands (pushes, lengths, pings), single server or cluster;
     /// it connects lazily, so a process starts while Redis is still down.
     pub fn build(settings: &RedisSettings) -> Result<Self, BrokerError> {
+        // rustls's process default, for the redis crate's own TLS configuration.
+        crate::tls::provider();
         if settings.cluster_urls.is_empty() {
-            let mut config = deadpool_redis::Config::from_url(settings.url.expose());
-            config.pool = Some(deadpool_redis::PoolConfig::new(settings.pool_size));
-            return config
-                .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+            // The manager from the client's connection info keeps its root certificates
+            // (deadpool-redis's own config would parse the URL again without them).
+            let info = single_client(settings)?.get_connection_info().clone();
+            let manager = deadpool_redis::Manager::new(info)?;
+            return deadpool_redis::Pool::builder(manager)
+                .max_size(settings.pool_size)
+                .runtime(deadpool_redis::Runtime::Tokio1)
+                .build()
                 .map(Self::Single)
                 .map_err(|error| BrokerError::Build(error.to_string()));
         }
@@ -115,8 +153,9 @@ const CLUSTER_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3600);
 pub async fn blocking_connection(
     settings: &RedisSettings,
 ) -> Result<BlockingConnection, BrokerError> {
+    crate::tls::provider();
     if settings.cluster_urls.is_empty() {
-        let client = redis::Client::open(settings.url.expose())?;
+        let client = single_client(settings)?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(None);

@@ -28,9 +28,14 @@ pub struct DeletionArgs {
     /// The state the tenant is left in: active or suspended (default suspended).
     #[arg(long, value_parser = parse_final_status)]
     final_status: Option<TenantStatus>,
-    /// The API's base URL (default: http://<server.host>:<server.port>).
+    /// The API's base URL (default: http://<server.host>:<server.port>, https:// when
+    /// server.tls_cert is set).
     #[arg(long)]
     api_url: Option<String>,
+    /// A PEM file of the CA certificates the API's HTTPS certificate must chain to,
+    /// instead of the system store. The host name is always checked.
+    #[arg(long)]
+    api_ca_file: Option<std::path::PathBuf>,
     /// Return once the API accepted the request, without waiting for the job.
     #[arg(long)]
     no_wait: bool,
@@ -53,6 +58,28 @@ fn problem(answer: &Value) -> String {
     )
 }
 
+/// The client to the API: HTTP, or HTTPS verified against the system store or, with
+/// `--api-ca-file`, against that file's CAs alone.
+fn http_client(ca_file: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .https_only(false);
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path)
+            .with_context(|| format!("cannot read --api-ca-file {}", path.display()))?;
+        let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("--api-ca-file {} is not PEM", path.display()))?;
+        if certificates.is_empty() {
+            bail!("--api-ca-file {} holds no certificate", path.display());
+        }
+        builder = builder.tls_built_in_root_certs(false);
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder.build().context("failed to build the http client")
+}
+
 pub async fn submit(
     settings: &Settings,
     action: DeletionAction,
@@ -69,18 +96,21 @@ pub async fn submit(
         OffsetDateTime::now_utc(),
     )
     .map_err(|error| anyhow::anyhow!("{error}"))?;
-    let base = args
-        .api_url
-        .unwrap_or_else(|| format!("http://{}:{}", settings.server.host, settings.server.port));
+    let base = args.api_url.unwrap_or_else(|| {
+        format!(
+            "{}://{}:{}",
+            settings.server.scheme(),
+            settings.server.host,
+            settings.server.port
+        )
+    });
     let base = base.trim_end_matches('/');
     let token = quire_shared::auth::mint_admin(
         &settings.auth,
         "quire-admin",
         Duration::from_secs(args.timeout_seconds + 60),
     )?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()?;
+    let http = http_client(args.api_ca_file.as_deref())?;
     let tenant_url = format!("{base}/api/admin/tenants/{}", args.tenant);
     let response = http
         .post(format!("{tenant_url}/deletion"))

@@ -39,7 +39,11 @@ impl TestApp {
         let app = Application::build(context.settings.clone())
             .await
             .expect("build the api");
-        let address = format!("http://127.0.0.1:{}", app.port());
+        // Over HTTPS the name the test certificates carry (`localhost`), not the IP.
+        let address = match app.scheme() {
+            "https" => format!("https://localhost:{}", app.port()),
+            _ => format!("http://127.0.0.1:{}", app.port()),
+        };
         let admin_address = format!(
             "http://127.0.0.1:{}",
             app.admin_port()

@@ -28,5 +28,6 @@ mod statement_timeouts;
 mod tenancy;
 mod tenant_deletion;
 mod tenant_isolation;
+mod tls;
 mod trash;
 mod upload_flow;

@@ -1,7 +1,7 @@
 //! Migrations embedded in the binary: `quire-admin migrate` needs neither libpq nor the
 //! diesel CLI on the machine it runs on.
 
-use diesel_async::{AsyncConnection, AsyncMigrationHarness, AsyncPgConnection};
+use diesel_async::{AsyncMigrationHarness, AsyncPgConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 use super::DbError;
@@ -9,7 +9,8 @@ use super::DbError;
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations");
 
 async fn harness(url: &str) -> Result<AsyncMigrationHarness<AsyncPgConnection>, DbError> {
-    let conn = AsyncPgConnection::establish(url)
+    // The pools' connector: migrations honour the URL's sslmode too.
+    let conn = super::connect(url)
         .await
         .map_err(|error| DbError::Migration(format!("failed to connect: {error}")))?;
     Ok(AsyncMigrationHarness::new(conn))

@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod assets;
+pub mod connect;
 pub mod documents;
 pub mod intake;
 pub mod jobs;
@@ -24,7 +25,6 @@ pub mod workers;
 
 use std::time::Duration;
 
-use diesel_async::AsyncConnection;
 use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
@@ -32,6 +32,8 @@ use diesel_async::pooled_connection::{
 };
 
 use crate::config::DatabaseSettings;
+
+pub use connect::{ConnectError, PgConnector, SslMode};
 
 pub type PgPool = Pool<AsyncPgConnection>;
 pub type PooledConnection = Object<AsyncPgConnection>;
@@ -49,6 +51,8 @@ pub enum DbError {
     Build(String),
     #[error("failed to run migrations: {0}")]
     Migration(String),
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
 }
 
 /// What a database error says about the next attempt. See [`DbError::fault`].
@@ -225,9 +229,15 @@ pub fn build_pool_with(settings: &DatabaseSettings, kind: SessionKind) -> Result
     // closed is still dropped at checkout (`is_broken` sees the closed socket); one that
     // dies silently fails its next statement, which every caller handles as an error.
     config.recycling_method = RecyclingMethod::Fast;
+    // Every connection goes through the URL's connector (its sslmode and root
+    // certificates), parsed once here: a bad URL fails the build, not each checkout.
+    let connector = PgConnector::parse(settings.url.expose())?;
     let setup = mode.setup_sql();
-    config.custom_setup =
-        Box::new(move |url| Box::pin(connect_with(url.to_owned(), setup.clone())));
+    config.custom_setup = Box::new(move |_url| {
+        let connector = connector.clone();
+        let setup = setup.clone();
+        Box::pin(async move { connect_with(&connector, &setup).await })
+    });
     let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
         settings.url.expose(),
         config,
@@ -242,13 +252,26 @@ pub fn build_pool_with(settings: &DatabaseSettings, kind: SessionKind) -> Result
         .map_err(|error| DbError::Build(error.to_string()))
 }
 
-async fn connect_with(url: String, setup: String) -> diesel::ConnectionResult<AsyncPgConnection> {
+async fn connect_with(
+    connector: &PgConnector,
+    setup: &str,
+) -> diesel::ConnectionResult<AsyncPgConnection> {
     use diesel_async::SimpleAsyncConnection;
-    let mut conn = AsyncPgConnection::establish(&url).await?;
-    conn.batch_execute(&setup)
+    let mut conn = connector.connect().await?;
+    conn.batch_execute(setup)
         .await
         .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
     Ok(conn)
+}
+
+/// One connection outside any pool (migrations, test databases), through the same
+/// connector as the pools.
+pub async fn connect(url: &str) -> Result<AsyncPgConnection, DbError> {
+    let connector = PgConnector::parse(url)?;
+    connector
+        .connect()
+        .await
+        .map_err(|error| DbError::Build(format!("failed to connect: {error}")))
 }
 
 fn deadpool_runtime() -> deadpool::Runtime {

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use diesel::sql_types::Text;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -33,7 +33,7 @@ impl TestDatabase {
     pub async fn create_on(admin_url: &str) -> Self {
         let admin_url = admin_url.to_owned();
         let template = template_name();
-        let mut admin = AsyncPgConnection::establish(&admin_url)
+        let mut admin = crate::db::connect(&admin_url)
             .await
             .expect("connect to the test PostgreSQL (is scripts/test running it?)");
         ensure_template(&mut admin, &admin_url, &template).await;

@@ -35,7 +35,7 @@ pub use legacy_signing::signed_as_v1;
 pub use oracle::{create_oracle_tables, enqueue_fault_jobs, started_runs};
 pub use postgres_server::PostgresServer;
 pub use redis_cluster::RedisCluster;
-pub use redis_server::{RedisServer, free_port};
+pub use redis_server::{RedisServer, RedisTls, free_port};
 pub use service::RunningService;
 pub use wait::eventually;
 
@@ -116,6 +116,11 @@ impl TestContext {
             (
                 "QUIRE__STORAGE__DATA_DIR",
                 self.settings.storage.data_dir.clone().into(),
+            ),
+            // Empty unless the test's Redis speaks TLS with its own CA.
+            (
+                "QUIRE__REDIS__CA_FILE",
+                self.settings.redis.ca_file.clone().into(),
             ),
         ]
     }

@@ -1,6 +1,7 @@
 //! A private PostgreSQL cluster for fault tests that stop and restart the database
-//! without disturbing the tests sharing the suite's server. As root the server runs as
-//! the `postgres` user (PostgreSQL refuses to run as root).
+//! without disturbing the tests sharing the suite's server, and for the TLS tests (a
+//! server that accepts TLS connections only, with the test's certificate). As root the
+//! server runs as the `postgres` user (PostgreSQL refuses to run as root).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,6 +12,8 @@ pub struct PostgresServer {
     pub port: u16,
     dir: TempDir,
     bin: PathBuf,
+    /// More `-c` options (TLS).
+    options: String,
 }
 
 fn running_as_root() -> bool {
@@ -54,6 +57,46 @@ fn newest_bin_dir() -> PathBuf {
 impl PostgresServer {
     /// Initialises and starts a cluster on a free loopback port.
     pub fn start() -> Self {
+        let server = Self::init();
+        server.start_again();
+        server
+    }
+
+    /// A cluster that accepts only TLS connections (`hostssl` lines alone in
+    /// pg_hba.conf), serving the PEM certificate chain `cert` with its key `key`.
+    pub fn start_tls(cert: &Path, key: &Path) -> Self {
+        let mut server = Self::init();
+        let data = server.data_dir();
+        std::fs::copy(cert, data.join("server.crt")).expect("copy the server certificate");
+        std::fs::copy(key, data.join("server.key")).expect("copy the server key");
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
+        )
+        .expect("write pg_hba.conf");
+        // PostgreSQL refuses a key others can read, or one it does not own.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            data.join("server.key"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .expect("chmod the server key");
+        if running_as_root() {
+            let status = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(data.join("server.crt"))
+                .arg(data.join("server.key"))
+                .arg(data.join("pg_hba.conf"))
+                .status()
+                .expect("chown the tls files");
+            assert!(status.success(), "chown failed");
+        }
+        server.options = "-c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key".into();
+        server.start_again();
+        server
+    }
+
+    fn init() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("quire-pg-")
             .tempdir()
@@ -70,6 +113,7 @@ impl PostgresServer {
             port: super::redis_server::free_port(),
             bin: newest_bin_dir(),
             dir,
+            options: String::new(),
         };
         let status = pg_command(&server.bin.join("initdb"))
             .arg("-D")
@@ -79,7 +123,6 @@ impl PostgresServer {
             .status()
             .expect("run initdb");
         assert!(status.success(), "initdb failed");
-        server.start_again();
         server
     }
 
@@ -94,9 +137,10 @@ impl PostgresServer {
 
     fn pg_ctl(&self, args: &[&str]) {
         let options = format!(
-            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c max_connections=200",
+            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c max_connections=200 {}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.options
         );
         let status = pg_command(&self.bin.join("pg_ctl"))
             .arg("-D")

@@ -1,6 +1,8 @@
 //! A private `redis-server` for fault tests that stop and restart Redis without
-//! disturbing the tests that share the suite's server.
+//! disturbing the tests that share the suite's server, and for the TLS tests (a server
+//! that speaks TLS only, with the test's certificate).
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -13,6 +15,16 @@ pub struct RedisServer {
     pub port: u16,
     dir: TempDir,
     child: Option<Child>,
+    tls: Option<RedisTls>,
+}
+
+/// The PEM files of a TLS-only server: its certificate chain and key, and the CA the
+/// readiness check trusts.
+#[derive(Clone)]
+pub struct RedisTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
 }
 
 impl RedisServer {
@@ -24,13 +36,32 @@ impl RedisServer {
             port,
             dir,
             child: None,
+            tls: None,
         };
         server.spawn().await;
         server
     }
 
+    /// A server whose only port speaks TLS (`--port 0 --tls-port`), clients not
+    /// asked for certificates.
+    pub async fn start_tls(tls: RedisTls) -> Self {
+        let mut server = Self {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("redis folder"),
+            child: None,
+            tls: Some(tls),
+        };
+        server.spawn().await;
+        server
+    }
+
+    /// `redis://127.0.0.1:<port>`, or `rediss://localhost:<port>` for a TLS server (the
+    /// name its test certificate carries).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match self.tls {
+            Some(_) => format!("rediss://localhost:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
     /// Kills the server (SIGKILL): whatever it held in memory is gone.
@@ -47,8 +78,22 @@ impl RedisServer {
     }
 
     async fn spawn(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
+        let mut command = Command::new("redis-server");
+        match &self.tls {
+            None => {
+                command.args(["--port", &self.port.to_string()]);
+            }
+            Some(tls) => {
+                command
+                    .args(["--port", "0", "--tls-port", &self.port.to_string()])
+                    .arg("--tls-cert-file")
+                    .arg(&tls.cert)
+                    .arg("--tls-key-file")
+                    .arg(&tls.key)
+                    .args(["--tls-auth-clients", "no"]);
+            }
+        }
+        let child = command
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
@@ -59,8 +104,37 @@ impl RedisServer {
             .expect("start redis-server (scripts/test installs it)");
         self.child = Some(child);
         let url = self.url();
-        wait_for_ping(&url, "private redis answers PING").await;
+        match &self.tls {
+            None => wait_for_ping(&url, "private redis answers PING").await,
+            Some(tls) => {
+                let ca = std::fs::read(&tls.ca).expect("read the test CA");
+                wait_for_tls_ping(&url, &ca).await;
+            }
+        }
     }
+}
+
+/// Waits (10 s at most) until the TLS server at `url` answers PING, trusting `ca`.
+async fn wait_for_tls_ping(url: &str, ca: &[u8]) {
+    use deadpool_redis::redis;
+    crate::tls::provider();
+    eventually(
+        Duration::from_secs(10),
+        "private tls redis answers PING",
+        || async move {
+            let certificates = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(ca.to_vec()),
+            };
+            let client = redis::Client::build_with_tls(url, certificates).ok()?;
+            let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+            redis::cmd("PING")
+                .query_async::<String>(&mut conn)
+                .await
+                .ok()
+        },
+    )
+    .await;
 }
 
 pub fn free_port() -> u16 {
