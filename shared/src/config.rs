@@ -117,6 +117,9 @@ pub struct ServerSettings {
     pub port: u16,
     pub max_upload_bytes: u64,
     pub reject_duplicate_uploads: bool,
+    /// An upload whose body sends nothing for this long (between two chunks) is cut off
+    /// with 408 and whatever it stored is removed.
+    pub upload_read_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -26,3 +26,4 @@ mod tenant_deletion;
 mod tenant_isolation;
 mod trash;
 mod upload_flow;
+mod wipe_races;

@@ -35,17 +35,24 @@ enum Piece {
     End,
 }
 
+/// Where objects are written before they are complete: outside every key's folder, so a
+/// tenant's wipe (`delete_prefix`) never pulls a file from under a write in flight (the
+/// upload then stores its object after the wipe, finds its tenant refusing the write,
+/// and removes the object itself). On the same file system, so the rename is atomic.
+const PARTIAL_DIR: &str = ".partial";
+
 /// Writes a body to `partial`, makes it durable and renames it to `path`, all in ONE
 /// blocking task fed by a channel. (tokio's file API runs every call — create, each
 /// write, flush, sync, rename — as a blocking task of its own: the profile of uploads
 /// showed those thread hand-offs.) Closed without `End`, it removes the partial file.
 fn write_file(
-    parent: &Path,
     partial: &Path,
     path: &Path,
     pieces: &mut tokio::sync::mpsc::Receiver<Piece>,
 ) -> std::io::Result<()> {
-    std::fs::create_dir_all(parent)?;
+    if let Some(staging) = partial.parent() {
+        std::fs::create_dir_all(staging)?;
+    }
     let mut file = std::fs::File::create(partial)?;
     let written = (|| {
         loop {
@@ -58,6 +65,13 @@ fn write_file(
         }
     })();
     drop(file);
+    let written = written.and_then(|()| {
+        // The key's folder is made now: a wipe may have removed it meanwhile.
+        let parent = path
+            .parent()
+            .ok_or_else(|| std::io::Error::other("storage key has no parent"))?;
+        std::fs::create_dir_all(parent)
+    });
     match written {
         // Readers never see a half-written object.
         Ok(()) => std::fs::rename(partial, path),
@@ -91,16 +105,14 @@ fn digest_file(path: &Path) -> Result<Digested, StorageError> {
 impl ObjectStore for LocalStore {
     async fn put(&self, key: &StorageKey, mut body: ByteStream<'_>) -> Result<(), StorageError> {
         let path = self.path(key);
-        let parent = path
-            .parent()
-            .ok_or_else(|| std::io::Error::other("storage key has no parent"))?
-            .to_path_buf();
-        let partial = parent.join(format!(".partial-{}", Uuid::new_v4()));
+        let partial = self
+            .root
+            .join(PARTIAL_DIR)
+            .join(format!(".partial-{}", Uuid::new_v4()));
         // A few chunks in flight: back-pressure on the sender, no body held in memory.
         let (pieces, mut received) = tokio::sync::mpsc::channel(4);
-        let writer = tokio::task::spawn_blocking(move || {
-            write_file(&parent, &partial, &path, &mut received)
-        });
+        let writer =
+            tokio::task::spawn_blocking(move || write_file(&partial, &path, &mut received));
         let mut failure = None;
         while let Some(chunk) = body.next().await {
             match chunk {
