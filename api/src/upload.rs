@@ -57,6 +57,8 @@ where
             }
         }
     })
+    // The multipart parser may poll again after the end.
+    .fuse()
 }
 
 /// Reads every part: exactly one `file`, an optional `title`, nothing else.
