@@ -424,3 +424,157 @@ async fn an_upload_body_that_stops_arriving_answers_408_and_leaves_nothing() {
     assert!(after.files.is_empty(), "{after:?}");
     assert!(partials(&app).is_empty(), "{:?}", partials(&app));
 }
+
+/// Every action that writes a tenant's data, called for a caller let in one generation
+/// ago (the tenant was reset since and is active again), is refused in its own
+/// transaction and changes nothing; the same actions for the current generation work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_of_a_caller_let_in_before_a_wipe_is_refused() {
+    use quire_shared::actions::ActionError;
+    use quire_shared::actions::documents::{self as document_actions, DocumentCaller, LabelEdit};
+    use quire_shared::actions::jobs::{self as job_actions, JobScope};
+    use quire_shared::actions::members as member_actions;
+    use quire_shared::db::documents::DocumentEdit;
+    use quire_shared::db::tenants::Refused;
+    use quire_shared::permissions::CapabilitySet;
+
+    let app = TestApp::spawn().await;
+    let (document_id, job_id) = app.upload(b"a document of an old generation").await;
+    let mut conn = app.pool.get().await.expect("connection");
+    // The upload's analysis failed (nothing serves it here): a retry has work to do.
+    diesel::sql_query("UPDATE processing_jobs SET status = 'FAILED' WHERE id = $1")
+        .bind::<SqlUuid, _>(job_id)
+        .execute(&mut conn)
+        .await
+        .expect("fail the job");
+    let owner: Uuid =
+        diesel::sql_query("SELECT user_id AS id FROM tenant_members WHERE tenant_id = $1 LIMIT 1")
+            .bind::<SqlUuid, _>(app.tenant_id)
+            .get_result::<IdRow>(&mut conn)
+            .await
+            .expect("owner")
+            .id;
+    // As a reset leaves it: active again, one generation on.
+    diesel::sql_query("UPDATE tenants SET generation = generation + 1 WHERE id = $1")
+        .bind::<SqlUuid, _>(app.tenant_id)
+        .execute(&mut conn)
+        .await
+        .expect("a new generation");
+
+    let caller = |generation| DocumentCaller {
+        tenant_id: app.tenant_id,
+        tenant_generation: generation,
+        user_id: owner,
+        configured_attempts: 3,
+        request_id: None,
+    };
+    let stale = caller(0);
+    let scope = JobScope::Document {
+        tenant_id: app.tenant_id,
+        generation: 0,
+        document_id,
+    };
+    let renamed = DocumentEdit {
+        title: Some("renamed".to_owned()),
+        issued_at: None,
+    };
+    let tagged = LabelEdit {
+        tags: Some(vec!["late".to_owned()]),
+        correspondent: None,
+    };
+    let tenant = stale.tenant_write();
+    let newcomer = Uuid::now_v7();
+    let outcomes: Vec<(&str, Result<(), ActionError>)> = vec![
+        (
+            "edit",
+            document_actions::edit(&mut conn, &stale, document_id, &renamed, &tagged)
+                .await
+                .map(drop),
+        ),
+        (
+            "reanalyze",
+            document_actions::reanalyze(&mut conn, &stale, &[document_id], true)
+                .await
+                .map(drop),
+        ),
+        (
+            "verify",
+            document_actions::verify(&mut conn, &stale, &[document_id])
+                .await
+                .map(drop),
+        ),
+        (
+            "retry",
+            job_actions::retry(&mut conn, scope, job_id, 3)
+                .await
+                .map(drop),
+        ),
+        (
+            "cancel",
+            job_actions::cancel(&mut conn, scope, job_id, "late")
+                .await
+                .map(drop),
+        ),
+        (
+            "add a member",
+            member_actions::add(&mut conn, &tenant, newcomer, CapabilitySet::User)
+                .await
+                .map(drop),
+        ),
+        (
+            "change a member",
+            member_actions::change(&mut conn, &tenant, owner, CapabilitySet::Owner)
+                .await
+                .map(drop),
+        ),
+        (
+            "remove a member",
+            member_actions::remove(&mut conn, &tenant, owner)
+                .await
+                .map(drop),
+        ),
+        (
+            "trash",
+            document_actions::delete(&mut conn, &stale, document_id)
+                .await
+                .map(drop),
+        ),
+    ];
+    let before = footprint(&app, app.tenant_id).await;
+    let wrong: Vec<String> = outcomes
+        .into_iter()
+        .filter(|(_, outcome)| {
+            !matches!(
+                outcome,
+                Err(ActionError::TenantRefused(Refused(Some(
+                    TenantStatus::Active
+                ))))
+            )
+        })
+        .map(|(what, outcome)| format!("{what}: {outcome:?}"))
+        .collect();
+    assert!(wrong.is_empty(), "not refused: {wrong:#?}");
+    let job = app.job(job_id).await;
+    assert_eq!(job.status, JobStatus::Failed, "the job is untouched");
+
+    // The current generation writes; a trashed document's restore is refused alike.
+    let current = caller(1);
+    document_actions::delete(&mut conn, &current, document_id)
+        .await
+        .expect("trash in the current generation");
+    let refused = document_actions::restore(&mut conn, &stale.tenant_write(), document_id).await;
+    assert!(
+        matches!(refused, Err(ActionError::TenantRefused(_))),
+        "{refused:?}"
+    );
+    document_actions::restore(&mut conn, &current.tenant_write(), document_id)
+        .await
+        .expect("restore in the current generation");
+    assert_eq!(footprint(&app, app.tenant_id).await.rows, before.rows);
+}
+
+#[derive(diesel::QueryableByName)]
+struct IdRow {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+}

@@ -269,4 +269,72 @@ mod tests {
             Err(StorageError::NotFound)
         ));
     }
+
+    /// A tenant's wipe while one of its objects is being written (an upload in flight)
+    /// takes nothing from under the write: the object lands whole after it, where the
+    /// upload that wrote it can remove it again.
+    #[tokio::test]
+    async fn an_object_written_across_its_prefix_deletion_still_lands_whole() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let store = LocalStore::new(root.path());
+        let tenant = Uuid::now_v7();
+        let earlier = StorageKey::document_source(tenant, Uuid::now_v7());
+        store
+            .put(
+                &earlier,
+                chunks(vec![Ok(Bytes::from_static(b"stored before"))]),
+            )
+            .await
+            .expect("put");
+        let key = StorageKey::document_source(tenant, Uuid::now_v7());
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+        let body = stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|chunk| (chunk, receiver))
+        })
+        .boxed();
+        let writing = {
+            let store = store.clone();
+            let key = key.clone();
+            tokio::spawn(async move { store.put(&key, body).await })
+        };
+        sender
+            .send(Ok(Bytes::from_static(b"half ")))
+            .await
+            .expect("send");
+        sender
+            .send(Ok(Bytes::from_static(b"and ")))
+            .await
+            .expect("send");
+        // Wait (with a deadline) until the writer has its partial file open.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !files_under(root.path()).iter().any(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(".partial-"))
+        }) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never started"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+
+        store
+            .delete_prefix(&StorageKey::tenant_prefix(tenant))
+            .await
+            .expect("wipe");
+        sender
+            .send(Ok(Bytes::from_static(b"whole")))
+            .await
+            .expect("send");
+        drop(sender);
+
+        writing.await.expect("task").expect("the write lands");
+        let on_disk = std::fs::read(root.path().join(key.as_str())).expect("read");
+        assert_eq!(on_disk, b"half and whole");
+        assert!(matches!(
+            store.digest(&earlier).await,
+            Err(StorageError::NotFound)
+        ));
+        assert_eq!(files_under(root.path()).len(), 1, "no partial file left");
+    }
 }
