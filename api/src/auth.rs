@@ -16,6 +16,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, dev::Payload, web};
 use quire_shared::db::members;
+use quire_shared::db::tenants::TenantWrite;
 use quire_shared::permissions::Permission;
 use quire_shared::states::TenantStatus;
 use uuid::Uuid;
@@ -28,10 +29,21 @@ pub struct Caller {
     pub tenant_id: Uuid,
     pub user_id: Uuid,
     pub tenant_status: TenantStatus,
+    /// The tenant's generation as the request was let in: every write re-checks it.
+    pub tenant_generation: i64,
     pub permissions: Vec<Permission>,
 }
 
 impl Caller {
+    /// The tenant every write of this request is for: each write re-checks, in its own
+    /// transaction, that the tenant still takes it (`actions::hold_tenant`).
+    pub fn tenant_write(&self) -> TenantWrite {
+        TenantWrite {
+            tenant_id: self.tenant_id,
+            generation: Some(self.tenant_generation),
+        }
+    }
+
     /// The permission must be granted, and the tenant in a state that allows it: reads
     /// while active or suspended, writes only while active.
     fn require(&self, permission: Permission) -> Result<(), ApiError> {
@@ -44,14 +56,7 @@ impl Caller {
         match (self.tenant_status, permission) {
             (TenantStatus::Active, _) => Ok(()),
             (TenantStatus::Suspended, Permission::DocumentsRead) => Ok(()),
-            (TenantStatus::Suspended, _) => Err(ApiError::forbidden(
-                "tenant_suspended",
-                "the tenant is suspended: it can be read but not changed",
-            )),
-            (TenantStatus::Creating | TenantStatus::Deleting, _) => Err(ApiError::forbidden(
-                "tenant_unavailable",
-                "the tenant is being set up or deleted",
-            )),
+            (status, _) => Err(ApiError::tenant_refuses(Some(status))),
         }
     }
 }
@@ -118,6 +123,7 @@ async fn resolve(state: web::Data<AppState>, token: Option<String>) -> Result<Ca
         tenant_id: claims.tid,
         user_id: claims.sub,
         tenant_status: access.tenant_status,
+        tenant_generation: access.tenant_generation,
         permissions,
     })
 }

@@ -6,6 +6,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use quire_shared::actions::ActionError;
 use quire_shared::signing::ProofError;
+use quire_shared::states::TenantStatus;
 use serde::Serialize;
 
 use crate::request_id;
@@ -43,6 +44,9 @@ pub enum ApiError {
     NotMultipart,
     #[error("the upload is larger than {limit} bytes")]
     PayloadTooLarge { limit: u64 },
+    /// The upload's body stopped arriving (`server.upload_read_timeout_ms` without a byte).
+    #[error("the upload's body stopped arriving; send it again")]
+    UploadTimeout,
     #[error("this route does not take that method")]
     MethodNotAllowed,
     #[error("this route answers application/json only")]
@@ -91,6 +95,23 @@ impl ApiError {
         }
     }
 
+    /// A tenant state that refuses the request: the middleware's answer, and a write's
+    /// whose tenant changed while it was on its way (`None`: the tenant is gone).
+    pub fn tenant_refuses(status: Option<TenantStatus>) -> Self {
+        match status {
+            Some(TenantStatus::Suspended) => Self::forbidden(
+                "tenant_suspended",
+                "the tenant is suspended: it can be read but not changed",
+            ),
+            // Creating or deleting; or active again in a new generation (a reset came
+            // in between), or gone: the request was let in before the tenant changed.
+            _ => Self::forbidden(
+                "tenant_unavailable",
+                "the tenant is being set up or deleted",
+            ),
+        }
+    }
+
     pub fn unprocessable(code: &'static str, detail: impl Into<String>) -> Self {
         Self::Unprocessable {
             code,
@@ -108,6 +129,7 @@ impl ApiError {
             | Self::Unprocessable { code, .. }
             | Self::Conflict { code, .. } => code,
             Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::UploadTimeout => "upload_timeout",
             Self::UnsupportedMediaType => "unsupported_file_type",
             Self::NotMultipart => "unsupported_content_type",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -129,6 +151,7 @@ impl ApiError {
             Self::Unprocessable { .. } => "Unprocessable content",
             Self::Conflict { .. } => "Conflict",
             Self::PayloadTooLarge { .. } => "Payload too large",
+            Self::UploadTimeout => "Request timeout",
             Self::UnsupportedMediaType | Self::NotMultipart => "Unsupported media type",
             Self::MethodNotAllowed => "Method not allowed",
             Self::NotAcceptable => "Not acceptable",
@@ -186,6 +209,7 @@ impl From<ActionError> for ApiError {
                 "tenant_job_active",
                 "a provisioning or deletion of this tenant is queued or running already",
             ),
+            ActionError::TenantRefused(refused) => Self::tenant_refuses(refused.0),
             ActionError::NonceReplayed => {
                 Self::forbidden("nonce_replayed", "the signed request was used before")
             }
@@ -228,6 +252,7 @@ impl ResponseError for ApiError {
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UploadTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType | Self::NotMultipart => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
@@ -276,6 +301,10 @@ impl ResponseError for ApiError {
         if matches!(self, Self::Unavailable(_) | Self::DatabaseTimeout) {
             // Long enough for a database restart or failover, short enough to feel live.
             response.insert_header(("Retry-After", "5"));
+        }
+        if matches!(self, Self::UploadTimeout) {
+            // The rest of the body may still come: the connection cannot be reused.
+            response.force_close();
         }
         response.json(body)
     }

@@ -22,6 +22,7 @@ impl AppState {
     pub fn document_caller(&self, caller: &crate::auth::Caller) -> DocumentCaller {
         DocumentCaller {
             tenant_id: caller.tenant_id,
+            tenant_generation: caller.tenant_generation,
             user_id: caller.user_id,
             configured_attempts: self.settings.jobs.max_attempts,
             request_id: crate::request_id::current(),

@@ -1,9 +1,14 @@
 //! Receiving a multipart upload: the `file` part streams into storage while its size and
-//! SHA-256 are computed; the body is never held whole in memory.
+//! SHA-256 are computed; the body is never held whole in memory, nor waited for for ever.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
 
 use actix_multipart::{Field, Multipart, MultipartError};
+use actix_web::error::PayloadError;
 use bytes::Bytes;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::{Stream, StreamExt, TryStreamExt};
 use quire_shared::storage::{Digested, ObjectStore, StorageError, StorageKey, put_digested};
 
 use crate::error::ApiError;
@@ -21,6 +26,39 @@ pub struct ReceivedUpload {
     pub original_filename: Option<String>,
     pub content_type: String,
     pub digest: Digested,
+}
+
+/// The request body, ended with an error once the client sent nothing for `timeout`
+/// between two chunks (or before the first); `timed_out` tells the route so, since the
+/// multipart parser reports every body error alike.
+pub fn read_limited<S>(
+    body: S,
+    timeout: Duration,
+    timed_out: Rc<Cell<bool>>,
+) -> impl Stream<Item = Result<Bytes, PayloadError>> + 'static
+where
+    S: Stream<Item = Result<Bytes, PayloadError>> + Unpin + 'static,
+{
+    futures_util::stream::unfold(Some(body), move |body| {
+        let timed_out = timed_out.clone();
+        async move {
+            let mut body = body?;
+            match tokio::time::timeout(timeout, body.next()).await {
+                Ok(Some(chunk)) => Some((chunk, Some(body))),
+                Ok(None) => None,
+                Err(_) => {
+                    timed_out.set(true);
+                    let error = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the upload body stopped arriving",
+                    );
+                    Some((Err(PayloadError::Io(error)), None))
+                }
+            }
+        }
+    })
+    // The multipart parser may poll again after the end.
+    .fuse()
 }
 
 /// Reads every part: exactly one `file`, an optional `title`, nothing else.

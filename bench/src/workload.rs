@@ -7,6 +7,7 @@ use quire_shared::config::Settings;
 use quire_shared::db::documents::NewDocument;
 use quire_shared::db::intake::{self, NewIntake};
 use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::db::tenants::TenantWrite;
 use quire_shared::jobs::{BackgroundJob, BenchNoop, VerifyDocument};
 use quire_shared::storage::{LocalStore, ObjectStore, StorageKey, put_digested};
 use time::OffsetDateTime;
@@ -107,8 +108,13 @@ impl Bench {
                         ),
                     })
                     .collect();
-                intake::record(conn, &intakes)
-                    .await?
+                // The bench's own tenant, as an operator's write: any generation.
+                let tenant = TenantWrite {
+                    tenant_id,
+                    generation: None,
+                };
+                intake::record(conn, &tenant, &intakes)
+                    .await??
                     .into_iter()
                     .map(|recorded| recorded.job.id)
                     .collect()

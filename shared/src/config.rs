@@ -127,6 +127,9 @@ pub struct ServerSettings {
     /// proxy in front.
     pub tls_cert: String,
     pub tls_key: String,
+    /// An upload whose body sends nothing for this long (between two chunks) is cut off
+    /// with 408 and whatever it stored is removed.
+    pub upload_read_timeout_ms: u64,
 }
 
 impl ServerSettings {

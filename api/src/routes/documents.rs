@@ -1,5 +1,9 @@
 //! Upload and read documents.
 
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
 use actix_multipart::Multipart;
 use actix_web::{HttpRequest, HttpResponse, web};
 use quire_shared::actions::documents::{self as document_actions, StoredUpload};
@@ -42,13 +46,17 @@ fn is_multipart_form(request: &HttpRequest) -> bool {
 }
 
 /// `POST /api/documents`: store the file, then record the document, its version, an
-/// `analyze-document` job and its outbox event in ONE transaction. Redis is not involved:
-/// an upload succeeds while Redis is down.
+/// `analyze-document` job and its outbox event in ONE statement, which re-checks that the
+/// tenant still takes the write (a reset or deletion while the body was on its way
+/// refuses it, and the stored file is removed). Redis is not involved: an upload
+/// succeeds while Redis is down.
 #[utoipa::path(
     post, path = "/api/documents", tag = "documents",
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses(
         (status = 201, description = "recorded, analysis queued", body = UploadView),
+        (status = 403, description = "no documents:write, or the tenant is suspended (tenant_suspended) or was reset or deleted while the body was on its way (tenant_unavailable); nothing is stored", body = ProblemView, content_type = "application/problem+json"),
+        (status = 408, description = "upload_timeout: the body sent nothing for server.upload_read_timeout_ms; nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "duplicate_document: the same bytes exist in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 413, description = "larger than the upload limit", body = ProblemView, content_type = "application/problem+json"),
         (status = 415, description = "not multipart, or a file type outside the allowlist", body = ProblemView, content_type = "application/problem+json"),
@@ -72,14 +80,22 @@ pub async fn upload(
     if !is_multipart_form(&request) {
         return Err(ApiError::NotMultipart);
     }
-    let multipart = Multipart::new(request.headers(), payload);
+    let timed_out = Rc::new(Cell::new(false));
+    let timeout = Duration::from_millis(state.settings.server.upload_read_timeout_ms);
+    let body = upload::read_limited(payload, timeout, timed_out.clone());
+    let multipart = Multipart::new(request.headers(), body);
     let version_id = Uuid::now_v7();
     let key = StorageKey::document_source(caller.tenant_id, version_id);
     let received = match upload::receive(state.store.as_ref(), &key, limit, multipart).await {
         Ok(received) => received,
         Err(error) => {
             document_actions::discard(state.store.as_ref(), &key).await;
-            return Err(error);
+            // The parser calls a stalled body malformed; it is not.
+            return Err(if timed_out.get() {
+                ApiError::UploadTimeout
+            } else {
+                error
+            });
         }
     };
     let stored = StoredUpload {

@@ -85,6 +85,7 @@ pub async fn retry(
     let (document_id, job_id) = path.into_inner();
     let scope = JobScope::Document {
         tenant_id: caller.tenant_id,
+        generation: caller.tenant_generation,
         document_id,
     };
     let mut conn = state.connection().await?;

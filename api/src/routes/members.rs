@@ -59,7 +59,7 @@ pub async fn list(
         (status = 201, description = "added", body = MemberView),
         (status = 409, description = "already_member", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
-        (status = 403, description = "not a member, no members:manage, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
+        (status = 403, description = "not a member, no members:manage, or the tenant is suspended (tenant_suspended) or was reset or deleted while the request was on its way (tenant_unavailable)", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
 )]
@@ -72,7 +72,7 @@ pub async fn add(
     let mut conn = state.connection().await?;
     let added = member_actions::add(
         &mut conn,
-        caller.tenant_id,
+        &caller.tenant_write(),
         member.user_id,
         member.capability_set,
     )
@@ -89,7 +89,7 @@ pub async fn add(
         (status = 404, description = "no such member", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "last_owner: the tenant's last owner cannot be demoted", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
-        (status = 403, description = "not a member, no members:manage, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
+        (status = 403, description = "not a member, no members:manage, or the tenant is suspended (tenant_suspended) or was reset or deleted while the request was on its way (tenant_unavailable)", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
 )]
@@ -102,7 +102,7 @@ pub async fn change(
     let mut conn = state.connection().await?;
     let changed = member_actions::change(
         &mut conn,
-        caller.tenant_id,
+        &caller.tenant_write(),
         path.into_inner(),
         body.into_inner().capability_set,
     )
@@ -118,7 +118,7 @@ pub async fn change(
         (status = 404, description = "no such member", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "last_owner: the tenant's last owner cannot be removed", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
-        (status = 403, description = "not a member, no members:manage, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
+        (status = 403, description = "not a member, no members:manage, or the tenant is suspended (tenant_suspended) or was reset or deleted while the request was on its way (tenant_unavailable)", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
 )]
@@ -128,6 +128,6 @@ pub async fn remove(
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = state.connection().await?;
-    member_actions::remove(&mut conn, caller.tenant_id, path.into_inner()).await?;
+    member_actions::remove(&mut conn, &caller.tenant_write(), path.into_inner()).await?;
     Ok(HttpResponse::NoContent().finish())
 }

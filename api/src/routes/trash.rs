@@ -64,7 +64,7 @@ pub async fn restore(
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = state.connection().await?;
     let document =
-        document_actions::restore(&mut conn, caller.tenant_id, path.into_inner()).await?;
+        document_actions::restore(&mut conn, &caller.tenant_write(), path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(full_view(&mut conn, document).await?))
 }
 

@@ -7,10 +7,18 @@ use diesel_async::RunQueryDsl;
 use quire_shared::db::documents::{self, NewDocument};
 use quire_shared::db::intake::{self, NewIntake};
 use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::db::tenants::TenantWrite;
 use quire_shared::jobs::{AnalyzeDocument, VerifyDocument};
 use uuid::Uuid;
 
 use crate::helpers::TestApp;
+
+fn tenant(app: &TestApp) -> TenantWrite {
+    TenantWrite {
+        tenant_id: app.tenant_id,
+        generation: None,
+    }
+}
 
 fn new_intake(tenant_id: Uuid, index: usize) -> NewIntake<AnalyzeDocument> {
     let (id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
@@ -64,7 +72,10 @@ async fn an_intake_batch_returns_exactly_the_rows_it_stored() {
     let intakes: Vec<_> = (0..3).map(|i| new_intake(app.tenant_id, i)).collect();
     let mut conn = app.pool.get().await.expect("connection");
 
-    let recorded = intake::record(&mut conn, &intakes).await.expect("record");
+    let recorded = intake::record(&mut conn, &tenant(&app), &intakes)
+        .await
+        .expect("record")
+        .expect("the tenant takes it");
 
     assert_eq!(recorded.len(), 3);
     for (recorded, intake) in recorded.iter().zip(&intakes) {
@@ -97,7 +108,11 @@ async fn an_intake_whose_job_names_another_document_writes_nothing() {
     let intakes = [new_intake(app.tenant_id, 6), stray];
     let mut conn = app.pool.get().await.expect("connection");
 
-    assert!(intake::record(&mut conn, &intakes).await.is_err());
+    assert!(
+        intake::record(&mut conn, &tenant(&app), &intakes)
+            .await
+            .is_err()
+    );
 
     for intake in &intakes {
         let found = documents::find_document(&mut conn, app.tenant_id, intake.document.id)
@@ -111,9 +126,10 @@ async fn an_intake_whose_job_names_another_document_writes_nothing() {
 async fn a_batch_enqueue_skips_jobs_whose_equivalent_is_active() {
     let app = TestApp::spawn().await;
     let mut conn = app.pool.get().await.expect("connection");
-    let recorded = intake::record(&mut conn, &[new_intake(app.tenant_id, 0)])
+    let recorded = intake::record(&mut conn, &tenant(&app), &[new_intake(app.tenant_id, 0)])
         .await
-        .expect("record");
+        .expect("record")
+        .expect("the tenant takes it");
     let document = &recorded[0].document;
     let stored_version = recorded[0].version.id;
     let other_version = Uuid::now_v7();

@@ -31,3 +31,4 @@ mod tenant_isolation;
 mod tls;
 mod trash;
 mod upload_flow;
+mod wipe_races;

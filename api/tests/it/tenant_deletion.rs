@@ -22,12 +22,12 @@ use crate::helpers::{DEADLINE, TestApp, uuid_at};
 
 /// Everything of one tenant that a deletion could touch.
 #[derive(Debug, PartialEq, Eq)]
-struct Footprint {
-    status: Option<TenantStatus>,
-    rows: BTreeMap<&'static str, i64>,
-    has_index: bool,
+pub(crate) struct Footprint {
+    pub(crate) status: Option<TenantStatus>,
+    pub(crate) rows: BTreeMap<&'static str, i64>,
+    pub(crate) has_index: bool,
     /// Stored objects under the tenant's prefix, with their sizes.
-    files: BTreeMap<String, u64>,
+    pub(crate) files: BTreeMap<String, u64>,
 }
 
 fn walk(root: &Path, dir: &Path, files: &mut BTreeMap<String, u64>) {
@@ -46,7 +46,7 @@ fn walk(root: &Path, dir: &Path, files: &mut BTreeMap<String, u64>) {
     }
 }
 
-async fn footprint(app: &TestApp, tenant_id: Uuid) -> Footprint {
+pub(crate) async fn footprint(app: &TestApp, tenant_id: Uuid) -> Footprint {
     #[derive(diesel::QueryableByName)]
     struct Count {
         #[diesel(sql_type = diesel::sql_types::Int8)]
@@ -89,7 +89,7 @@ async fn footprint(app: &TestApp, tenant_id: Uuid) -> Footprint {
 }
 
 /// A provisioned tenant with an owner, two documents (one tagged) and their files.
-async fn populated(app: &TestApp, name: &str) -> (Uuid, String) {
+pub(crate) async fn populated(app: &TestApp, name: &str) -> (Uuid, String) {
     let (tenant_id, token) = app.context.provisioned_tenant(name, Uuid::now_v7()).await;
     let mut ids = Vec::new();
     for text in ["an invoice of", "a letter to"] {
@@ -125,7 +125,7 @@ fn secret(app: &TestApp) -> Vec<u8> {
         .to_vec()
 }
 
-fn sign(
+pub(crate) fn sign(
     app: &TestApp,
     tenant_id: Uuid,
     name: &str,
@@ -147,7 +147,11 @@ fn sign(
     .expect("sign")
 }
 
-async fn submit(app: &TestApp, tenant_id: Uuid, request: &TenantDeletionRequest) -> (u16, Value) {
+pub(crate) async fn submit(
+    app: &TestApp,
+    tenant_id: Uuid,
+    request: &TenantDeletionRequest,
+) -> (u16, Value) {
     app.json_as(
         Method::POST,
         &app.context.operator_token(),

@@ -6,13 +6,15 @@
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use uuid::Uuid;
 
-use super::ActionError;
+use super::{ActionError, hold_tenant};
 use crate::db::documents::{self, Document, DocumentEdit, DocumentVersion, NewDocument};
 use crate::db::intake::{self, NewIntake, Recorded};
 use crate::db::jobs::{self, Job, NewJob};
 use crate::db::labels::{self, Labels};
+use crate::db::tenants::{TenantLock, TenantWrite};
 use crate::db::{DbError, analysis};
 use crate::jobs::{AnalyzeDocument, BackgroundJob, PurgeDocument, VerifyDocument};
+use crate::states::TenantStatus;
 use crate::storage::{Digested, ObjectStore, StorageKey};
 
 /// Longest title, in characters (uploads cut a longer filename to it).
@@ -53,12 +55,29 @@ pub fn is_bidi_control(c: char) -> bool {
 #[derive(Debug, Clone)]
 pub struct DocumentCaller {
     pub tenant_id: Uuid,
+    /// The tenant's generation when the caller was let in (see `TenantWrite`).
+    pub tenant_generation: i64,
     /// The member acting, for the log.
     pub user_id: Uuid,
     /// `jobs.max_attempts`.
     pub configured_attempts: i32,
     /// The request, carried in every message announcing the jobs.
     pub request_id: Option<String>,
+}
+
+impl DocumentCaller {
+    /// The tenant every write of this caller is for.
+    pub fn tenant_write(&self) -> TenantWrite {
+        TenantWrite {
+            tenant_id: self.tenant_id,
+            generation: Some(self.tenant_generation),
+        }
+    }
+}
+
+/// Holds the caller's tenant for a write in this transaction (see `hold_tenant`).
+async fn hold(conn: &mut AsyncPgConnection, tenant: &TenantWrite) -> Result<(), ActionError> {
+    hold_tenant(conn, tenant, TenantStatus::Active, TenantLock::Share).await
 }
 
 /// What a delete did.
@@ -81,6 +100,7 @@ pub async fn delete(
     let tenant_id = caller.tenant_id;
     let deleted = conn
         .transaction::<_, ActionError, _>(async |conn| {
+            hold(conn, &caller.tenant_write()).await?;
             if let Some(document) = documents::trash_document(conn, tenant_id, document_id).await? {
                 let cancelled = jobs::cancel_document_jobs(conn, tenant_id, document_id).await?;
                 return Ok(Deleted::Trashed(document, cancelled));
@@ -116,11 +136,13 @@ pub async fn delete(
 /// is done, and then there is nothing left to restore.
 pub async fn restore(
     conn: &mut AsyncPgConnection,
-    tenant_id: Uuid,
+    tenant: &TenantWrite,
     document_id: Uuid,
 ) -> Result<Document, ActionError> {
+    let tenant_id = tenant.tenant_id;
     let document = conn
         .transaction::<_, ActionError, _>(async |conn| {
+            hold(conn, tenant).await?;
             let current = documents::lock_document(conn, tenant_id, document_id)
                 .await?
                 .ok_or(ActionError::NotFound)?;
@@ -187,12 +209,13 @@ pub async fn verify(
 }
 
 /// Enqueues, for each document of the caller's tenant, the job `job_for` builds from its
-/// id and current version; a missing document is reported in its result, not as an error.
+/// id and current version, in one transaction; a missing document is reported in its
+/// result, not as an error.
 async fn enqueue_each<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
     caller: &DocumentCaller,
     ids: &[Uuid],
-    job_for: impl Fn(Uuid, Uuid) -> J,
+    job_for: impl Fn(Uuid, Uuid) -> J + Sync,
 ) -> Result<Vec<BulkResult>, ActionError> {
     if ids.is_empty() || ids.len() > MAX_BULK_IDS {
         return Err(ActionError::Invalid {
@@ -200,22 +223,26 @@ async fn enqueue_each<J: BackgroundJob>(
             detail: format!("send 1 to {MAX_BULK_IDS} document ids"),
         });
     }
-    let mut results = Vec::with_capacity(ids.len());
-    for &document_id in ids {
-        let document = documents::find_document(conn, caller.tenant_id, document_id).await?;
-        let Some(version_id) = document.and_then(|document| document.current_version_id) else {
-            results.push((document_id, None));
-            continue;
-        };
-        let job = NewJob::new(
-            caller.tenant_id,
-            job_for(document_id, version_id),
-            caller.configured_attempts,
-            caller.request_id.clone(),
-        );
-        results.push((document_id, jobs::enqueue_or_active(conn, &job).await?));
-    }
-    Ok(results)
+    conn.transaction::<_, ActionError, _>(async |conn| {
+        hold(conn, &caller.tenant_write()).await?;
+        let mut results = Vec::with_capacity(ids.len());
+        for &document_id in ids {
+            let document = documents::find_document(conn, caller.tenant_id, document_id).await?;
+            let Some(version_id) = document.and_then(|document| document.current_version_id) else {
+                results.push((document_id, None));
+                continue;
+            };
+            let job = NewJob::new(
+                caller.tenant_id,
+                job_for(document_id, version_id),
+                caller.configured_attempts,
+                caller.request_id.clone(),
+            );
+            results.push((document_id, jobs::enqueue_or_active(conn, &job).await?));
+        }
+        Ok(results)
+    })
+    .await
 }
 
 /// An uploaded file, already streamed to the object store under `key`.
@@ -305,6 +332,7 @@ async fn record_upload(
         caller.request_id.clone(),
     );
     let intakes = [NewIntake { document, job }];
+    let tenant = caller.tenant_write();
     let recorded = if reject_duplicates {
         conn.transaction::<_, ActionError, _>(async |conn| {
             let document = &intakes[0].document;
@@ -318,12 +346,12 @@ async fn record_upload(
                     extension: Some(("existing_document_id", existing.to_string())),
                 });
             }
-            Ok(intake::record(conn, &intakes).await?)
+            Ok(intake::record(conn, &tenant, &intakes).await??)
         })
         .await?
     } else {
-        // One statement, atomic on its own: no transaction needed.
-        intake::record(conn, &intakes).await?
+        // One statement, atomic on its own (tenant check included): no transaction needed.
+        intake::record(conn, &tenant, &intakes).await??
     };
     recorded
         .into_iter()
@@ -364,6 +392,7 @@ pub async fn edit(
 ) -> Result<Edited, ActionError> {
     let tenant_id = caller.tenant_id;
     conn.transaction::<_, ActionError, _>(async |conn| {
+        hold(conn, &caller.tenant_write()).await?;
         let before = documents::find_document(conn, tenant_id, document_id)
             .await?
             .ok_or(ActionError::NotFound)?;

@@ -5,9 +5,10 @@
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use uuid::Uuid;
 
-use super::ActionError;
+use super::{ActionError, hold_tenant};
+use crate::db::documents;
 use crate::db::jobs::{self, Job};
-use crate::db::{DbError, documents};
+use crate::db::tenants::{TenantLock, TenantWrite};
 use crate::jobs::{JobSpec, document_status_owners, find};
 
 /// The safe message of a job an operator cancelled (dashboard and CLI alike).
@@ -18,9 +19,44 @@ pub const CANCELLED_BY_OPERATOR: &str = "cancelled by an operator";
 pub enum JobScope {
     /// A member: only the jobs of this document of this tenant (anything else is
     /// `NotFound`, exactly like a missing job).
-    Document { tenant_id: Uuid, document_id: Uuid },
+    Document {
+        tenant_id: Uuid,
+        /// The tenant's generation when the member was let in (see `TenantWrite`).
+        generation: i64,
+        document_id: Uuid,
+    },
     /// An operator: any job.
     Any,
+}
+
+impl JobScope {
+    /// The tenant a change of `job` writes to, as this caller may write it.
+    fn tenant_write(self, job: &Job) -> TenantWrite {
+        TenantWrite {
+            tenant_id: job.tenant_id,
+            generation: match self {
+                Self::Document { generation, .. } => Some(generation),
+                Self::Any => None,
+            },
+        }
+    }
+}
+
+/// Holds the job's tenant in the state its type runs in (its tenant guard: `active` for
+/// a document's jobs, `deleting` for a deletion), so a retry or cancel never lands
+/// across a change of the tenant's state; a type without a guard needs none.
+async fn hold_job_tenant(
+    conn: &mut AsyncPgConnection,
+    scope: JobScope,
+    job: &Job,
+) -> Result<(), ActionError> {
+    let guard = find(&job.job_type).and_then(|job_type| job_type.spec().required_tenant_status);
+    match guard {
+        Some(required) => {
+            hold_tenant(conn, &scope.tenant_write(job), required, TenantLock::Share).await
+        }
+        None => Ok(()),
+    }
 }
 
 /// The job, if the scope lets the caller see it.
@@ -33,6 +69,7 @@ async fn find_in_scope(
         JobScope::Document {
             tenant_id,
             document_id,
+            ..
         } => {
             // A trashed (or missing) document hides its jobs from its members.
             documents::find_document(conn, tenant_id, document_id)
@@ -70,7 +107,8 @@ pub async fn retry(
             spec.max_attempts(configured_attempts)
         });
     let retried = conn
-        .transaction::<_, DbError, _>(async |conn| {
+        .transaction::<_, ActionError, _>(async |conn| {
+            hold_job_tenant(conn, scope, &job).await?;
             if !jobs::retry_failed_job(conn, job.tenant_id, job.document_id, job.id, budget).await?
             {
                 return Ok(false);
@@ -96,13 +134,13 @@ pub async fn retry(
                 now.status.as_str(),
             ));
         }
-        Err(error) if error.is_unique_violation() => {
+        Err(ActionError::Db(error)) if error.is_unique_violation() => {
             return Err(ActionError::conflict(
                 "job_already_active",
                 "another job for this document version is queued or running",
             ));
         }
-        Err(error) => return Err(error.into()),
+        Err(error) => return Err(error),
     }
     tracing::info!(job_id = %job.id, tenant_id = %job.tenant_id, "failed job queued again");
     jobs::find_job(conn, job.id)
@@ -124,7 +162,8 @@ pub async fn cancel(
     let job = find_in_scope(conn, scope, job_id).await?;
     let owners = document_status_owners();
     let cancelled = conn
-        .transaction::<_, DbError, _>(async |conn| {
+        .transaction::<_, ActionError, _>(async |conn| {
+            hold_job_tenant(conn, scope, &job).await?;
             if jobs::cancel_jobs(conn, &[job.id], safe_message).await? == 0 {
                 return Ok(false);
             }

@@ -12,7 +12,10 @@ pub mod members;
 pub mod ops_sessions;
 pub mod tenants;
 
+use diesel_async::AsyncPgConnection;
+
 use crate::db::DbError;
+use crate::db::tenants::{Refused, TenantLock, TenantWrite, lock_for_write};
 use crate::signing::ProofError;
 use crate::states::TenantStatus;
 
@@ -45,10 +48,32 @@ pub enum ActionError {
     TenantJobActive,
     #[error("the nonce was used before")]
     NonceReplayed,
+    /// The tenant does not take this write now: it was suspended, reset or deleted
+    /// while the request was on its way (the state it is in then; `None`: it is gone).
+    #[error(transparent)]
+    TenantRefused(#[from] Refused),
     #[error(transparent)]
     Proof(#[from] ProofError),
     #[error(transparent)]
     Db(#[from] DbError),
+}
+
+/// Every write to a tenant's data calls this first, inside its own transaction: it locks
+/// the tenant row until the transaction ends and refuses the write unless the tenant is
+/// in `required` state and in the generation its caller was let in by
+/// (`TenantWrite::admits`). A state change waits for the write to commit (so a wipe sees
+/// its rows), or the write waits for the state change and is refused: a write never
+/// lands after a wipe. (`db::intake::record` does the same inside its one statement.)
+pub(crate) async fn hold_tenant(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantWrite,
+    required: TenantStatus,
+    lock: TenantLock,
+) -> Result<(), ActionError> {
+    match lock_for_write(conn, tenant.tenant_id, lock).await? {
+        Some((status, generation)) if tenant.admits(status, generation, required) => Ok(()),
+        held => Err(Refused(held.map(|(status, _)| status)).into()),
+    }
 }
 
 impl From<diesel::result::Error> for ActionError {

@@ -5,6 +5,10 @@
 //! trips inside its transaction. One statement is atomic on its own, so a caller with
 //! nothing else to do in the transaction needs no BEGIN and COMMIT either; and a batch
 //! of documents costs the same one round trip and one WAL flush as a single one.
+//!
+//! The same statement re-checks the tenant: it locks the tenant row `FOR SHARE` and
+//! writes nothing unless the tenant takes the write (`TenantWrite::admits`), so an
+//! upload let in before a reset or a deletion never commits after it.
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Int4, Int8, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
@@ -16,8 +20,9 @@ use super::DbError;
 use super::documents::{Document, DocumentVersion, NewDocument};
 use super::jobs::{Job, NewJob, enqueue_ctes};
 use super::prepared::Prepared;
+use super::tenants::{Refused, TenantWrite};
 use crate::jobs::BackgroundJob;
-use crate::states::{DocumentStatus, JobStatus};
+use crate::states::{DocumentStatus, JobStatus, TenantStatus};
 
 /// One new document and the job that processes its first version.
 #[derive(Debug, Clone)]
@@ -41,6 +46,11 @@ struct RecordedAt {
     recorded_at: OffsetDateTime,
     #[diesel(sql_type = Int8)]
     enqueued: i64,
+    /// The tenant row as the statement locked it (`None`: no such tenant).
+    #[diesel(sql_type = Nullable<Text>)]
+    tenant_status: Option<TenantStatus>,
+    #[diesel(sql_type = Nullable<Int8>)]
+    tenant_generation: Option<i64>,
 }
 
 /// Column-wise binds of a batch: `unnest` turns them back into rows.
@@ -65,20 +75,26 @@ struct Columns<'a> {
 
 /// Writes every intake's `PENDING` document, its first version, its `QUEUED` job and the
 /// job's `PENDING` outbox event due now, with one NOTIFY at commit: one statement, in
-/// the caller's transaction or on its own. Returns the rows as stored, in input order.
-/// Never touches Redis.
+/// the caller's transaction or on its own, holding the tenant row `FOR SHARE` to the end
+/// of that transaction. Every intake must be of `tenant`; when the tenant does not take
+/// the write (`TenantWrite::admits`, state `active`) nothing is written and the answer is
+/// `Refused`. Returns the rows as stored, in input order. Never touches Redis.
 pub async fn record<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
+    tenant: &TenantWrite,
     intakes: &[NewIntake<J>],
-) -> Result<Vec<Recorded>, DbError> {
+) -> Result<Result<Vec<Recorded>, Refused>, DbError> {
     if intakes.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Ok(Vec::new()));
     }
     let mut columns = Columns::default();
     for NewIntake { document, job } in intakes {
-        if job.document_id() != Some(document.id) || job.tenant_id() != document.tenant_id {
+        if job.document_id() != Some(document.id)
+            || job.tenant_id() != document.tenant_id
+            || document.tenant_id != tenant.tenant_id
+        {
             return Err(DbError::Build(
-                "an intake's job must name its own document and tenant".to_owned(),
+                "an intake's job must name its own document and the write's tenant".to_owned(),
             ));
         }
         let (job_id, event_id) = (Uuid::now_v7(), Uuid::now_v7());
@@ -102,15 +118,22 @@ pub async fn record<J: BackgroundJob>(
         columns.messages.push(message);
     }
     // The deferred foreign key from a document to its current version is checked at
-    // commit, the others at the end of this statement, when every row is in.
+    // commit, the others at the end of this statement, when every row is in. `held`
+    // locks the tenant row (a state change waits for this write to commit, or this
+    // write waits for it and reads its result); its condition is `TenantWrite::admits`
+    // with the state `active`, and without it `i` is empty and nothing is written.
     let row = diesel::sql_query(concat!(
-        "WITH i AS ( \
+        "WITH held AS ( \
+             SELECT status, generation FROM tenants WHERE id = $16 FOR SHARE), \
+         i AS ( \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], \
                  $6::int8[], $7::text[], $8::text[], $9::text[], $10::uuid[], $11::text[], \
                  $12::jsonb[], $13::int4[], $14::uuid[], $15::jsonb[]) \
              AS i(document_id, tenant_id, title, version_id, storage_key, size_bytes, sha256, \
                  content_type, original_filename, job_id, job_type, payload, max_attempts, \
-                 event_id, message)), \
+                 event_id, message) \
+             WHERE EXISTS (SELECT 1 FROM held WHERE status = 'active' \
+                 AND ($17::int8 IS NULL OR generation = $17::int8))), \
          document AS ( \
              INSERT INTO documents (id, tenant_id, title, status, current_version_id) \
              SELECT document_id, tenant_id, title, 'PENDING', version_id FROM i), \
@@ -121,6 +144,8 @@ pub async fn record<J: BackgroundJob>(
                  content_type, original_filename FROM i), ",
         enqueue_ctes!(),
         " SELECT now() AS recorded_at, (SELECT count(*) FROM event) AS enqueued, \
+             (SELECT status FROM held) AS tenant_status, \
+             (SELECT generation FROM held) AS tenant_generation, \
              pg_notify('quire_outbox', '') AS notified"
     ))
     .bind::<Array<SqlUuid>, _>(&columns.document_ids)
@@ -138,9 +163,23 @@ pub async fn record<J: BackgroundJob>(
     .bind::<Array<Int4>, _>(&columns.max_attempts)
     .bind::<Array<SqlUuid>, _>(&columns.event_ids)
     .bind::<Array<Jsonb>, _>(&columns.messages)
+    .bind::<SqlUuid, _>(tenant.tenant_id)
+    .bind::<Nullable<Int8>, _>(tenant.generation)
     .prepared()
     .get_result::<RecordedAt>(conn)
     .await?;
+    let admitted = match (row.tenant_status, row.tenant_generation) {
+        (Some(status), Some(generation)) => tenant.admits(status, generation, TenantStatus::Active),
+        _ => false,
+    };
+    if !admitted {
+        if row.enqueued != 0 {
+            return Err(DbError::Build(
+                "an intake was written for a tenant that does not take it".to_owned(),
+            ));
+        }
+        return Ok(Err(Refused(row.tenant_status)));
+    }
     // A brand-new version has no active job, so each intake enqueues; anything else is a
     // bug that must not pass as an upload whose job does not exist.
     if usize::try_from(row.enqueued).ok() != Some(intakes.len()) {
@@ -167,7 +206,7 @@ pub async fn record<J: BackgroundJob>(
             ),
         });
     }
-    Ok(recorded)
+    Ok(Ok(recorded))
 }
 
 // The rows as the statement above stored them: every column it did not set takes its

@@ -1,17 +1,17 @@
 //! Capability sets and members: what provision-tenant materializes, what every request's
 //! permissions are resolved from, and the member routes' writes. A tenant keeps at least
-//! one owner: member changes lock the tenant row, so two owners cannot demote each other
-//! at once.
+//! one owner: member changes run in a transaction that holds the tenant row `FOR UPDATE`
+//! (`actions::members`), so two owners cannot demote each other at once.
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Nullable, Text, Uuid as SqlUuid};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::DbError;
 use super::prepared::Prepared;
-use super::schema::{tenant_members, tenants};
+use super::schema::tenant_members;
 use crate::permissions::{CapabilitySet, MemberSpec, Permission};
 use crate::states::TenantStatus;
 
@@ -30,6 +30,8 @@ pub struct Member {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
     pub tenant_status: TenantStatus,
+    /// The tenant's generation: every write of the request re-checks it.
+    pub tenant_generation: i64,
     /// `None`: the user is not a member of the tenant.
     pub permissions: Option<Vec<Permission>>,
 }
@@ -38,6 +40,8 @@ pub struct Access {
 struct AccessRow {
     #[diesel(sql_type = Text)]
     status: TenantStatus,
+    #[diesel(sql_type = diesel::sql_types::Int8)]
+    generation: i64,
     #[diesel(sql_type = Nullable<Array<Text>>)]
     permissions: Option<Vec<String>>,
 }
@@ -50,7 +54,7 @@ pub async fn resolve_access(
     user_id: Uuid,
 ) -> Result<Option<Access>, DbError> {
     let row = diesel::sql_query(
-        "SELECT t.status, c.permissions \
+        "SELECT t.status, t.generation, c.permissions \
          FROM tenants t \
          LEFT JOIN tenant_members m ON m.tenant_id = t.id AND m.user_id = $2 \
          LEFT JOIN capability_sets c ON c.tenant_id = m.tenant_id AND c.name = m.capability_set \
@@ -64,6 +68,7 @@ pub async fn resolve_access(
     .optional()?;
     Ok(row.map(|row| Access {
         tenant_status: row.status,
+        tenant_generation: row.generation,
         permissions: row.permissions.map(|names| {
             names
                 .iter()
@@ -139,17 +144,6 @@ pub enum MemberChange {
     LastOwner,
 }
 
-async fn lock_tenant(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Result<bool, DbError> {
-    Ok(tenants::table
-        .find(tenant_id)
-        .select(tenants::id)
-        .for_update()
-        .first::<Uuid>(conn)
-        .await
-        .optional()?
-        .is_some())
-}
-
 async fn other_owners(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -177,7 +171,7 @@ async fn find_member(
         .optional()?)
 }
 
-/// Adds a member with a capability set.
+/// Adds a member with a capability set. Call in a transaction that holds the tenant row.
 pub async fn add_member(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -198,61 +192,51 @@ pub async fn add_member(
     Ok(inserted.map_or(MemberChange::AlreadyMember, MemberChange::Done))
 }
 
-/// Moves a member to another capability set, never demoting the last owner.
+/// Moves a member to another capability set, never demoting the last owner. Call in a
+/// transaction that holds the tenant row `FOR UPDATE`.
 pub async fn change_member_set(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     user_id: Uuid,
     set: CapabilitySet,
 ) -> Result<MemberChange, DbError> {
-    conn.transaction::<_, DbError, _>(async |conn| {
-        if !lock_tenant(conn, tenant_id).await? {
-            return Ok(MemberChange::NotFound);
-        }
-        let Some(member) = find_member(conn, tenant_id, user_id).await? else {
-            return Ok(MemberChange::NotFound);
-        };
-        if member.capability_set == CapabilitySet::Owner
-            && set != CapabilitySet::Owner
-            && other_owners(conn, tenant_id, user_id).await? == 0
-        {
-            return Ok(MemberChange::LastOwner);
-        }
-        let updated = diesel::update(tenant_members::table.find((tenant_id, user_id)))
-            .set((
-                tenant_members::capability_set.eq(set),
-                tenant_members::updated_at.eq(diesel::dsl::now),
-            ))
-            .returning(Member::as_returning())
-            .get_result(conn)
-            .await?;
-        Ok(MemberChange::Done(updated))
-    })
-    .await
+    let Some(member) = find_member(conn, tenant_id, user_id).await? else {
+        return Ok(MemberChange::NotFound);
+    };
+    if member.capability_set == CapabilitySet::Owner
+        && set != CapabilitySet::Owner
+        && other_owners(conn, tenant_id, user_id).await? == 0
+    {
+        return Ok(MemberChange::LastOwner);
+    }
+    let updated = diesel::update(tenant_members::table.find((tenant_id, user_id)))
+        .set((
+            tenant_members::capability_set.eq(set),
+            tenant_members::updated_at.eq(diesel::dsl::now),
+        ))
+        .returning(Member::as_returning())
+        .get_result(conn)
+        .await?;
+    Ok(MemberChange::Done(updated))
 }
 
-/// Removes a member, never the last owner.
+/// Removes a member, never the last owner. Call in a transaction that holds the tenant
+/// row `FOR UPDATE`.
 pub async fn remove_member(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     user_id: Uuid,
 ) -> Result<MemberChange, DbError> {
-    conn.transaction::<_, DbError, _>(async |conn| {
-        if !lock_tenant(conn, tenant_id).await? {
-            return Ok(MemberChange::NotFound);
-        }
-        let Some(member) = find_member(conn, tenant_id, user_id).await? else {
-            return Ok(MemberChange::NotFound);
-        };
-        if member.capability_set == CapabilitySet::Owner
-            && other_owners(conn, tenant_id, user_id).await? == 0
-        {
-            return Ok(MemberChange::LastOwner);
-        }
-        diesel::delete(tenant_members::table.find((tenant_id, user_id)))
-            .execute(conn)
-            .await?;
-        Ok(MemberChange::Done(member))
-    })
-    .await
+    let Some(member) = find_member(conn, tenant_id, user_id).await? else {
+        return Ok(MemberChange::NotFound);
+    };
+    if member.capability_set == CapabilitySet::Owner
+        && other_owners(conn, tenant_id, user_id).await? == 0
+    {
+        return Ok(MemberChange::LastOwner);
+    }
+    diesel::delete(tenant_members::table.find((tenant_id, user_id)))
+        .execute(conn)
+        .await?;
+    Ok(MemberChange::Done(member))
 }

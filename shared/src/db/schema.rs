@@ -8,6 +8,7 @@ diesel::table! {
         status -> Text,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        generation -> Int8,
     }
 }
 

@@ -17,6 +17,61 @@ pub struct Tenant {
     pub status: TenantStatus,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    /// How many times the tenant was marked for deletion or reset (see [`TenantWrite`]).
+    pub generation: i64,
+}
+
+/// The tenant a write is for, as its caller was let in. A write lands only while the
+/// tenant is in the state the write needs and, when the caller was let in by a tenant
+/// state it saw (the API's middleware), still in that generation: a reset or deletion
+/// marked the tenant `deleting` (a new generation) since, so the wipe may have run
+/// already, and the write must not outlive it — even if the tenant is active again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantWrite {
+    pub tenant_id: Uuid,
+    /// The generation the caller saw; `None` for an operator's action, which is taken
+    /// against the tenant as it is when it commits.
+    pub generation: Option<i64>,
+}
+
+impl TenantWrite {
+    /// THE rule of a write to a tenant's data, given the tenant row as locked in the
+    /// write's own transaction. (`intake::record` says the same in SQL.)
+    pub fn admits(&self, status: TenantStatus, generation: i64, required: TenantStatus) -> bool {
+        status == required && self.generation.is_none_or(|seen| seen == generation)
+    }
+}
+
+/// A write its tenant does not take now: the tenant's state then (`None`: it is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the tenant does not take this write now")]
+pub struct Refused(pub Option<TenantStatus>);
+
+/// How long and how hard a write holds its tenant's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantLock {
+    /// `FOR SHARE`: writers run side by side; a change of the tenant's state (an
+    /// `UPDATE`) waits until they commit, and they wait for it and see its result.
+    Share,
+    /// `FOR UPDATE`: one at a time (member changes, which count owners).
+    Update,
+}
+
+/// The tenant's state and generation, its row locked until the transaction ends. Call
+/// inside the transaction of the write; `None` when the tenant does not exist.
+pub async fn lock_for_write(
+    conn: &mut AsyncPgConnection,
+    id: Uuid,
+    lock: TenantLock,
+) -> Result<Option<(TenantStatus, i64)>, DbError> {
+    let query = tenants::table
+        .find(id)
+        .select((tenants::status, tenants::generation));
+    let row = match lock {
+        TenantLock::Share => query.for_share().first(conn).await,
+        TenantLock::Update => query.for_update().first(conn).await,
+    };
+    Ok(row.optional()?)
 }
 
 /// Inserts a tenant; a taken name is a unique violation.
@@ -72,18 +127,22 @@ pub async fn list_tenants(conn: &mut AsyncPgConnection) -> Result<Vec<Tenant>, D
 }
 
 /// `from → to` in one guarded statement; `None` when the tenant is in none of `from`
-/// (or does not exist): someone else moved it first.
+/// (or does not exist): someone else moved it first. Marking it `deleting` starts a new
+/// generation. The `UPDATE` waits for every write holding the row (`lock_for_write`),
+/// and every write after it sees the new state.
 pub async fn transition(
     conn: &mut AsyncPgConnection,
     id: Uuid,
     from: &[TenantStatus],
     to: TenantStatus,
 ) -> Result<Option<Tenant>, DbError> {
+    let next_generation = i64::from(to == TenantStatus::Deleting);
     Ok(
         diesel::update(tenants::table.find(id).filter(tenants::status.eq_any(from)))
             .set((
                 tenants::status.eq(to),
                 tenants::updated_at.eq(diesel::dsl::now),
+                tenants::generation.eq(tenants::generation + next_generation),
             ))
             .returning(Tenant::as_returning())
             .get_result(conn)

@@ -104,17 +104,24 @@ enum Piece {
     End,
 }
 
+/// Where objects are written before they are complete: outside every key's folder, so a
+/// tenant's wipe (`delete_prefix`) never pulls a file from under a write in flight (the
+/// upload then stores its object after the wipe, finds its tenant refusing the write,
+/// and removes the object itself). On the same file system, so the rename is atomic.
+const PARTIAL_DIR: &str = ".partial";
+
 /// Writes a body to `partial`, makes it durable and renames it to `path`, all in ONE
 /// blocking task fed by a channel. (tokio's file API runs every call — create, each
 /// write, flush, sync, rename — as a blocking task of its own: the profile of uploads
 /// showed those thread hand-offs.) Closed without `End`, it removes the partial file.
 fn write_file(
-    parent: &Path,
     partial: &Path,
     path: &Path,
     pieces: &mut tokio::sync::mpsc::Receiver<Piece>,
 ) -> std::io::Result<()> {
-    durable::create_dir_all(parent)?;
+    if let Some(staging) = partial.parent() {
+        durable::create_dir_all(staging)?;
+    }
     let mut file = std::fs::File::create(partial)?;
     let written = (|| {
         loop {
@@ -127,6 +134,13 @@ fn write_file(
         }
     })();
     drop(file);
+    let written = written.and_then(|()| {
+        // The key's folder is made now: a wipe may have removed it meanwhile.
+        let parent = path
+            .parent()
+            .ok_or_else(|| std::io::Error::other("storage key has no parent"))?;
+        durable::create_dir_all(parent).map(drop)
+    });
     match written {
         // Readers never see a half-written object.
         Ok(()) => durable::rename(partial, path),
@@ -160,16 +174,14 @@ fn digest_file(path: &Path) -> Result<Digested, StorageError> {
 impl ObjectStore for LocalStore {
     async fn put(&self, key: &StorageKey, mut body: ByteStream<'_>) -> Result<(), StorageError> {
         let path = self.path(key);
-        let parent = path
-            .parent()
-            .ok_or_else(|| std::io::Error::other("storage key has no parent"))?
-            .to_path_buf();
-        let partial = parent.join(format!(".partial-{}", Uuid::new_v4()));
+        let partial = self
+            .root
+            .join(PARTIAL_DIR)
+            .join(format!(".partial-{}", Uuid::new_v4()));
         // A few chunks in flight: back-pressure on the sender, no body held in memory.
         let (pieces, mut received) = tokio::sync::mpsc::channel(4);
-        let writer = tokio::task::spawn_blocking(move || {
-            write_file(&parent, &partial, &path, &mut received)
-        });
+        let writer =
+            tokio::task::spawn_blocking(move || write_file(&partial, &path, &mut received));
         let mut failure = None;
         while let Some(chunk) = body.next().await {
             match chunk {
@@ -374,5 +386,73 @@ mod tests {
             store.digest(&key).await,
             Err(StorageError::NotFound)
         ));
+    }
+
+    /// A tenant's wipe while one of its objects is being written (an upload in flight)
+    /// takes nothing from under the write: the object lands whole after it, where the
+    /// upload that wrote it can remove it again.
+    #[tokio::test]
+    async fn an_object_written_across_its_prefix_deletion_still_lands_whole() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let store = LocalStore::new(root.path());
+        let tenant = Uuid::now_v7();
+        let earlier = StorageKey::document_source(tenant, Uuid::now_v7());
+        store
+            .put(
+                &earlier,
+                chunks(vec![Ok(Bytes::from_static(b"stored before"))]),
+            )
+            .await
+            .expect("put");
+        let key = StorageKey::document_source(tenant, Uuid::now_v7());
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+        let body = stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|chunk| (chunk, receiver))
+        })
+        .boxed();
+        let writing = {
+            let store = store.clone();
+            let key = key.clone();
+            tokio::spawn(async move { store.put(&key, body).await })
+        };
+        sender
+            .send(Ok(Bytes::from_static(b"half ")))
+            .await
+            .expect("send");
+        sender
+            .send(Ok(Bytes::from_static(b"and ")))
+            .await
+            .expect("send");
+        // Wait (with a deadline) until the writer has its partial file open.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !files_under(root.path()).iter().any(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(".partial-"))
+        }) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never started"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+
+        store
+            .delete_prefix(&StorageKey::tenant_prefix(tenant))
+            .await
+            .expect("wipe");
+        sender
+            .send(Ok(Bytes::from_static(b"whole")))
+            .await
+            .expect("send");
+        drop(sender);
+
+        writing.await.expect("task").expect("the write lands");
+        let on_disk = std::fs::read(root.path().join(key.as_str())).expect("read");
+        assert_eq!(on_disk, b"half and whole");
+        assert!(matches!(
+            store.digest(&earlier).await,
+            Err(StorageError::NotFound)
+        ));
+        assert_eq!(files_under(root.path()).len(), 1, "no partial file left");
     }
 }

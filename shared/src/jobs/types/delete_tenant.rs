@@ -1,20 +1,29 @@
 //! `delete-tenant`: checks the signed request again (v2 only, constant-time signature
-//! over every field, flags, tenant name and state, age, single-use nonce), then wipes the tenant: its other jobs,
-//! every stored object, its search index and its rows; finally, with the job's success,
-//! removes the tenant or leaves it in the requested state with an empty index.
+//! over every field, flags, tenant name and state, age, single-use nonce), then wipes the
+//! tenant: its other jobs and every stored object; finally, with the job's success and in
+//! its transaction, its rows and search index, and removes the tenant or leaves it in the
+//! requested state with an empty index.
 //!
 //! Order matters for a re-run after a crash: objects go before the rows that name them,
 //! so a crash never leaves an object nothing points at; every step is idempotent, and the
 //! nonce is bound to this job, so its own retry may proceed where any other job may not.
+//!
+//! No write lands after the wipe: every writer holds the tenant row and re-checks its
+//! state and generation in its own transaction (`actions::hold_tenant`), and the tenant
+//! has been `deleting` since before this job was queued. The last step locks the tenant
+//! row `FOR UPDATE` before it deletes the rows, so whatever committed before it is
+//! deleted with the rest, and the removal of the tenant never meets a row of it that a
+//! foreign key would refuse: the tenant is never left `deleting` by a late row.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use diesel_async::{AsyncConnection, AsyncPgConnection};
+use diesel_async::AsyncPgConnection;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::jobs::Job;
+use crate::db::tenants::TenantLock;
 use crate::db::{DbError, nonces, search_indexes, tenant_data, tenants};
 use crate::jobs::{BackgroundJob, Description, JobContext, JobError, RetryClass};
 use crate::secret::Secret;
@@ -124,27 +133,26 @@ impl BackgroundJob for TenantDeletionRequest {
             .delete_prefix(&StorageKey::tenant_prefix(tenant_id))
             .await
             .map_err(JobError::storage_unavailable)?;
-        let wipe_members = request.action == DeletionAction::Delete;
-        conn.transaction::<_, DbError, _>(async |conn| {
-            tenant_data::delete_documents(conn, tenant_id).await?;
-            search_indexes::drop(conn, tenant_id).await?;
-            if wipe_members {
-                tenant_data::delete_membership(conn, tenant_id).await?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(JobError::database)?;
-        tracing::info!(action = request.action.as_str(), "tenant data wiped");
+        tracing::info!(action = request.action.as_str(), "tenant storage wiped");
         Ok(())
     }
 
+    /// The rows go here, in the success transaction, after the tenant row is locked: no
+    /// write can land between them and the tenant's removal or final state.
     async fn commit_success(
         &self,
         context: &JobContext,
         conn: &mut AsyncPgConnection,
         job: &Job,
     ) -> Result<(), DbError> {
+        let tenant_id = job.tenant_id;
+        tenants::lock_for_write(conn, tenant_id, TenantLock::Update).await?;
+        tenant_data::delete_documents(conn, tenant_id).await?;
+        search_indexes::drop(conn, tenant_id).await?;
+        if self.action == DeletionAction::Delete {
+            tenant_data::delete_membership(conn, tenant_id).await?;
+        }
+        tracing::info!(action = self.action.as_str(), "tenant data wiped");
         match self.final_status() {
             None => {
                 tenants::delete_tenant_row(conn, job.tenant_id).await?;
