@@ -26,6 +26,14 @@ use tokio_util::sync::CancellationToken;
 pub use error::ApiError;
 use state::AppState;
 
+/// The entry points of the fuzz targets in `fuzz/` (not an API: nothing else calls
+/// them). Re-exports only: the targets run the very code the routes run.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::sniff::{SNIFF_BYTES, sniff};
+    pub use crate::upload::{MAX_FILENAME_BYTES, ReceivedUpload, display_filename, receive};
+}
+
 /// JSON bodies (edits, bulk actions) are small; anything larger is refused with 413.
 const JSON_LIMIT_BYTES: usize = 256 * 1024;
 

@@ -252,7 +252,9 @@ pub fn display_filename(raw: &str) -> String {
     while !cleaned.is_char_boundary(end) {
         end -= 1;
     }
-    cleaned[..end].to_owned()
+    // The cut may land just after a space: trim again, so a shown name never ends in
+    // whitespace and cleaning it again changes nothing.
+    cleaned[..end].trim_end().to_owned()
 }
 
 #[cfg(test)]
@@ -273,5 +275,15 @@ mod tests {
         let shown = display_filename(&long);
         assert!(shown.len() <= MAX_FILENAME_BYTES);
         assert!(shown.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn a_filename_cut_at_the_limit_ends_without_the_space_before_the_cut() {
+        // Found by the `filename` fuzz target (fuzz/corpus/filename/cut_after_space):
+        // the cut landed just after a space, and the shown name ended in it.
+        let raw = format!("{} tail.pdf", "a".repeat(MAX_FILENAME_BYTES - 1));
+        let shown = display_filename(&raw);
+        assert_eq!(shown, "a".repeat(MAX_FILENAME_BYTES - 1));
+        assert_eq!(display_filename(&shown), shown, "cleaning is idempotent");
     }
 }

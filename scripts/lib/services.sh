@@ -23,7 +23,8 @@ pg_bin_dir() {
 
 # PostgreSQL server, Redis, curl (scripts/run prints a curl example), python3 (free ports),
 # and the analysis tools: poppler-utils (pdftoppm, pdftotext), tesseract with English,
-# util-linux's prlimit (limits of every tool run); with `with-browser`, chromium too.
+# util-linux's prlimit (limits of every tool run); with `with-browser`, chromium too;
+# with `with-fuzzing`, a C++ compiler.
 ensure_packages() {
   local missing=()
   command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
@@ -33,6 +34,10 @@ ensure_packages() {
   # The dashboard's end-to-end test drives a real headless browser.
   if [ "${1:-}" = with-browser ]; then
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  fi
+  # libfuzzer-sys compiles libFuzzer (C++) for scripts/fuzz.
+  if [ "${1:-}" = with-fuzzing ]; then
+    command -v c++ >/dev/null 2>&1 || missing+=(g++)
   fi
   [ -n "$(pg_bin_dir)" ] || missing+=(postgresql)
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)

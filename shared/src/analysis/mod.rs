@@ -11,6 +11,13 @@ pub mod text_page;
 mod thumbnail;
 pub mod tools;
 
+/// The entry points of the fuzz targets in `fuzz/` (not an API: nothing else calls
+/// them). Re-exports only: the targets run the very code the pipeline runs.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::pdf_guard::check as pdf_guard_check;
+}
+
 use std::path::Path;
 use std::time::Duration;
 
