@@ -78,6 +78,16 @@ pub enum DateOrder {
     Mdy,
 }
 
+/// How external tools are confined (see `analysis::tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// A bubblewrap sandbox: no network, a read-only system, only the job's work folder.
+    Bwrap,
+    /// The allowlisted environment only; refused by the production profile.
+    None,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnalysisSettings {
@@ -93,6 +103,9 @@ pub struct AnalysisSettings {
     pub tool_timeout_seconds: u64,
     pub tool_memory_mb: u64,
     pub tool_cpu_seconds: u64,
+    /// How every tool run is confined; the worker refuses to start when `bwrap` does
+    /// not work on its machine.
+    pub sandbox: SandboxMode,
     /// Images larger than this in either dimension are refused before decoding.
     pub max_image_dimension: u32,
     /// Memory the image decoder may allocate for one image.
@@ -299,6 +312,9 @@ impl Settings {
             if secret.len() < MIN_PRODUCTION_SECRET_BYTES {
                 return unsafe_setting("auth.jwt_secret is shorter than 32 bytes");
             }
+            if self.analysis.sandbox == SandboxMode::None {
+                return unsafe_setting("analysis.sandbox = \"none\" runs tools unconfined");
+            }
         }
         if self.worker.concurrency == 0 {
             return unsafe_setting("worker.concurrency must be at least 1");
@@ -417,6 +433,28 @@ mod tests {
             &[("QUIRE__AUTH__JWT_SECRET", long.as_str())],
         ))
         .expect("a long secret is accepted");
+    }
+
+    #[test]
+    fn production_refuses_tools_without_a_sandbox() {
+        let long = "x".repeat(MIN_PRODUCTION_SECRET_BYTES);
+        let error = Settings::from_source(&source(
+            Profile::Production,
+            &[
+                ("QUIRE__AUTH__JWT_SECRET", long.as_str()),
+                ("QUIRE__ANALYSIS__SANDBOX", "none"),
+            ],
+        ))
+        .expect_err("unconfined tools in production");
+        assert!(error.to_string().contains("analysis.sandbox"), "{error}");
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__ANALYSIS__SANDBOX", "none")],
+        ))
+        .expect("allowed outside production");
+        assert_eq!(settings.analysis.sandbox, SandboxMode::None);
+        let settings = Settings::from_source(&source(Profile::Test, &[])).expect("settings");
+        assert_eq!(settings.analysis.sandbox, SandboxMode::Bwrap, "the default");
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod redis_cluster;
 mod redis_outage;
 mod retry;
 mod route_walk;
+mod sandbox;
 mod search_bounds;
 mod tenancy;
 mod tenant_deletion;

@@ -6,6 +6,7 @@
 
 pub mod dates;
 mod pdf_guard;
+mod sandbox;
 mod text;
 pub mod text_page;
 mod thumbnail;
@@ -18,7 +19,7 @@ use crate::config::AnalysisSettings;
 use encoding_rs::Encoding;
 use time::{Date, OffsetDateTime};
 
-use tools::{ToolError, ToolLimits};
+use tools::{Confinement, ToolError, ToolLimits};
 
 /// What the content steps found.
 #[derive(Debug, Clone)]
@@ -124,8 +125,16 @@ impl Analyzer {
         }
     }
 
-    /// Runs the content steps on `source` (a verified local copy), using `work` for
-    /// temporary files.
+    /// How a tool runs: confined to the job's work folder.
+    pub(super) fn confinement<'a>(&self, work: &'a Path) -> Confinement<'a> {
+        Confinement {
+            sandbox: self.settings.sandbox,
+            work,
+        }
+    }
+
+    /// Runs the content steps on `source` (a verified local copy inside `work`), using
+    /// `work` for temporary files: the tools see nothing but `work`.
     pub async fn analyze(
         &self,
         source: &Path,
@@ -157,7 +166,7 @@ impl Analyzer {
             return Err(AnalysisError::PdfBomb);
         }
         let thumbnail = self.render_first_page(source, work).await?;
-        let layer = self.pdf_text_layer(source).await?;
+        let layer = self.pdf_text_layer(source, work).await?;
         let text = if layer.trim().chars().count() >= MIN_TEXT_LAYER_CHARS {
             layer
         } else {
@@ -181,7 +190,7 @@ impl Analyzer {
             thumbnail::encode_thumbnail(&image, settings.thumbnail_width)
         })
         .await??;
-        let text = self.ocr(&gray).await?;
+        let text = self.ocr(&gray, work).await?;
         Ok((thumbnail, text))
     }
 

@@ -32,6 +32,7 @@ impl Analyzer {
                 source.as_os_str(),
                 prefix.as_os_str(),
             ],
+            self.confinement(work),
             self.limits(64 * 1024),
         )
         .await
