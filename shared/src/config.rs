@@ -108,8 +108,10 @@ pub struct AnalysisSettings {
     pub sandbox: SandboxMode,
     /// Images larger than this in either dimension are refused before decoding.
     pub max_image_dimension: u32,
-    /// Memory the image decoder may allocate for one image.
-    pub max_image_mb: u64,
+    /// Memory one image may cost the worker, decoded and prepared for the thumbnail and
+    /// OCR. A PNG over it at full size is decoded reduced; any other image over it is
+    /// refused (`image_too_large`). A worker holds at most `worker.concurrency` of these.
+    pub image_memory_budget_mb: u64,
     /// A PDF whose streams inflate to more than this is refused (a decompression bomb).
     pub max_pdf_inflated_mb: u64,
     /// Extracted text kept per document.
@@ -339,7 +341,10 @@ impl Settings {
         {
             return unsafe_setting("analysis.ocr_languages must look like eng or eng+deu");
         }
-        if self.analysis.thumbnail_width == 0 || self.analysis.max_image_dimension == 0 {
+        if self.analysis.thumbnail_width == 0
+            || self.analysis.max_image_dimension == 0
+            || self.analysis.image_memory_budget_mb == 0
+        {
             return unsafe_setting("analysis sizes must be at least 1");
         }
         let language = &self.search.language;

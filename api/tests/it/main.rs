@@ -8,6 +8,7 @@ mod faults;
 mod fixtures;
 mod helpers;
 mod hostile;
+mod image_memory;
 mod intake;
 mod integrity;
 mod job_actions;

@@ -1,11 +1,12 @@
 //! The analyze pipeline's content steps, after the integrity check: GenerateThumbnails,
 //! ExtractText (text layer, then OCR) and DetermineIssuedAt, on a verified local copy of
-//! the stored file. External tools run through `tools` with limits; images are decoded in
-//! process with dimension and allocation limits. IndexDocument is the handler's
+//! the stored file. External tools run through `tools` with limits, in a sandbox; images
+//! are decoded in process within a memory budget (`raster`). IndexDocument is the handler's
 //! (it writes in the job's transaction).
 
 pub mod dates;
 mod pdf_guard;
+mod raster;
 mod sandbox;
 mod text;
 pub mod text_page;
@@ -176,20 +177,11 @@ impl Analyzer {
     }
 
     async fn image(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
-        let bytes = tokio::fs::read(source).await?;
         let settings = self.settings.clone();
         let gray = work.join("ocr.png");
-        let gray_path = gray.clone();
-        let thumbnail = blocking(move || {
-            let image = thumbnail::decode_image(&bytes, &settings)?;
-            // OCR reads a grayscale PNG whatever the input format (WebP included).
-            image
-                .to_luma8()
-                .save_with_format(&gray_path, image::ImageFormat::Png)
-                .map_err(|_| AnalysisError::ImageUnreadable)?;
-            thumbnail::encode_thumbnail(&image, settings.thumbnail_width)
-        })
-        .await??;
+        let (source_path, gray_path) = (source.to_owned(), gray.clone());
+        let thumbnail =
+            blocking(move || raster::prepare(&source_path, &gray_path, &settings)).await??;
         let text = self.ocr(&gray, work).await?;
         Ok((thumbnail, text))
     }
