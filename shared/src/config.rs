@@ -79,6 +79,16 @@ pub enum DateOrder {
     Mdy,
 }
 
+/// How external tools are confined (see `analysis::tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// A bubblewrap sandbox: no network, a read-only system, only the job's work folder.
+    Bwrap,
+    /// The allowlisted environment only; refused by the production profile.
+    None,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnalysisSettings {
@@ -94,10 +104,15 @@ pub struct AnalysisSettings {
     pub tool_timeout_seconds: u64,
     pub tool_memory_mb: u64,
     pub tool_cpu_seconds: u64,
+    /// How every tool run is confined; the worker refuses to start when `bwrap` does
+    /// not work on its machine.
+    pub sandbox: SandboxMode,
     /// Images larger than this in either dimension are refused before decoding.
     pub max_image_dimension: u32,
-    /// Memory the image decoder may allocate for one image.
-    pub max_image_mb: u64,
+    /// Memory one image may cost the worker, decoded and prepared for the thumbnail and
+    /// OCR. A PNG over it at full size is decoded reduced; any other image over it is
+    /// refused (`image_too_large`). A worker holds at most `worker.concurrency` of these.
+    pub image_memory_budget_mb: u64,
     /// A PDF whose streams inflate to more than this is refused (a decompression bomb).
     pub max_pdf_inflated_mb: u64,
     /// Extracted text kept per document.
@@ -368,6 +383,9 @@ impl Settings {
             if !self.ops.secure_cookies {
                 return unsafe_setting("ops.secure_cookies must be on in production");
             }
+            if self.analysis.sandbox == SandboxMode::None {
+                return unsafe_setting("analysis.sandbox = \"none\" runs tools unconfined");
+            }
         }
         if self.worker.concurrency == 0 {
             return unsafe_setting("worker.concurrency must be at least 1");
@@ -395,7 +413,10 @@ impl Settings {
         {
             return unsafe_setting("analysis.ocr_languages must look like eng or eng+deu");
         }
-        if self.analysis.thumbnail_width == 0 || self.analysis.max_image_dimension == 0 {
+        if self.analysis.thumbnail_width == 0
+            || self.analysis.max_image_dimension == 0
+            || self.analysis.image_memory_budget_mb == 0
+        {
             return unsafe_setting("analysis sizes must be at least 1");
         }
         let language = &self.search.language;
@@ -526,6 +547,28 @@ mod tests {
         ))
         .expect_err("insecure dashboard cookies in production");
         assert!(error.to_string().contains("secure_cookies"), "{error}");
+    }
+
+    #[test]
+    fn production_refuses_tools_without_a_sandbox() {
+        let long = "x".repeat(MIN_PRODUCTION_SECRET_BYTES);
+        let error = Settings::from_source(&source(
+            Profile::Production,
+            &[
+                ("QUIRE__AUTH__JWT_SECRET", long.as_str()),
+                ("QUIRE__ANALYSIS__SANDBOX", "none"),
+            ],
+        ))
+        .expect_err("unconfined tools in production");
+        assert!(error.to_string().contains("analysis.sandbox"), "{error}");
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__ANALYSIS__SANDBOX", "none")],
+        ))
+        .expect("allowed outside production");
+        assert_eq!(settings.analysis.sandbox, SandboxMode::None);
+        let settings = Settings::from_source(&source(Profile::Test, &[])).expect("settings");
+        assert_eq!(settings.analysis.sandbox, SandboxMode::Bwrap, "the default");
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod presence;
 
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use quire_shared::config::Settings;
 use quire_shared::{broker, redis_client};
 use tokio::sync::Semaphore;
@@ -32,6 +32,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         shutdown.clone(),
     )?;
     let served = served_job_types(&settings)?;
+    check_tool_sandbox(&settings, &served).await?;
     let keys: Vec<String> = served
         .iter()
         .map(|job_type| broker::queue_key(&settings.redis.namespace, job_type))
@@ -70,6 +71,33 @@ fn served_job_types(settings: &Settings) -> anyhow::Result<Vec<String>> {
         }
     }
     Ok(settings.worker.queues.clone())
+}
+
+/// A worker that runs the analysis tools proves at start-up that their sandbox works
+/// here: with `analysis.sandbox = "bwrap"` and no working bubblewrap it refuses to start,
+/// never falling back to unconfined tools (docs/decisions.md).
+async fn check_tool_sandbox(settings: &Settings, served: &[String]) -> anyhow::Result<()> {
+    use quire_shared::config::SandboxMode;
+    use quire_shared::jobs::{AnalyzeDocument, BackgroundJob};
+    if !served
+        .iter()
+        .any(|job_type| job_type == AnalyzeDocument::JOB_TYPE)
+    {
+        return Ok(());
+    }
+    let mode = settings.analysis.sandbox;
+    if mode == SandboxMode::None {
+        tracing::warn!("analysis.sandbox is \"none\": tools run without a sandbox");
+    }
+    quire_shared::analysis::tools::check_sandbox(mode)
+        .await
+        .with_context(|| {
+            format!(
+                "the analysis tools' sandbox ({mode:?}) does not work on this machine: \
+                 install bubblewrap and allow user namespaces, or set \
+                 analysis.sandbox = \"none\" (refused in production)"
+            )
+        })
 }
 
 /// Each running job may hold a connection, and the batch claim and the completer need

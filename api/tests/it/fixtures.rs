@@ -119,3 +119,24 @@ pub fn png_size(png: &[u8]) -> (u32, u32) {
     let number = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
     (number(16), number(20))
 }
+
+/// A real 8-bit grey PNG of `width` × `height` black pixels: every row is in it, yet
+/// zeros compress about a thousandfold (20000 × 20000 is some 400 KB). Compressed row by
+/// row: the test never holds the raw image.
+pub fn black_png(width: u32, height: u32) -> Vec<u8> {
+    let mut ihdr = width.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&height.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    // Filter byte 0 (none), then the row's pixels.
+    let row = vec![0u8; width as usize + 1];
+    for _ in 0..height {
+        encoder.write_all(&row).expect("compress");
+    }
+    let idat = encoder.finish().expect("finish");
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(chunk(b"IHDR", &ihdr));
+    png.extend(chunk(b"IDAT", &idat));
+    png.extend(chunk(b"IEND", &[]));
+    png
+}

@@ -231,3 +231,26 @@ pub fn uuid_at(body: &Value, pointer: &str) -> Uuid {
         .and_then(|text| Uuid::parse_str(text).ok())
         .unwrap_or_else(|| panic!("no uuid at {pointer} in {body}"))
 }
+
+impl TestApp {
+    /// A real `quire-worker` process on this app's database, Redis and storage, with
+    /// `extra` environment on top (later entries win), its output in `log`. Dropping it
+    /// kills it. For what only a separate process shows: its environment, its memory.
+    pub fn spawn_worker_process(
+        &self,
+        extra: &[(&str, &std::ffi::OsStr)],
+        log: &std::path::Path,
+    ) -> quire_shared::process::QuireProcess {
+        quire_shared::process::Launch::new("quire-worker")
+            .unwrap_or_else(|error| panic!("{error}"))
+            .clean_env()
+            .envs(self.context.process_env())
+            .env("RUST_LOG", "info")
+            .envs(extra.iter().copied())
+            .current_dir(self.context.data_dir.path())
+            .log_to(log)
+            .expect("log file")
+            .spawn()
+            .expect("start quire-worker")
+    }
+}

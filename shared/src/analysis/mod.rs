@@ -1,11 +1,13 @@
 //! The analyze pipeline's content steps, after the integrity check: GenerateThumbnails,
 //! ExtractText (text layer, then OCR) and DetermineIssuedAt, on a verified local copy of
-//! the stored file. External tools run through `tools` with limits; images are decoded in
-//! process with dimension and allocation limits. IndexDocument is the handler's
+//! the stored file. External tools run through `tools` with limits, in a sandbox; images
+//! are decoded in process within a memory budget (`raster`). IndexDocument is the handler's
 //! (it writes in the job's transaction).
 
 pub mod dates;
 mod pdf_guard;
+mod raster;
+mod sandbox;
 mod text;
 pub mod text_page;
 mod thumbnail;
@@ -25,7 +27,7 @@ use crate::config::AnalysisSettings;
 use encoding_rs::Encoding;
 use time::{Date, OffsetDateTime};
 
-use tools::{ToolError, ToolLimits};
+use tools::{Confinement, ToolError, ToolLimits};
 
 /// What the content steps found.
 #[derive(Debug, Clone)]
@@ -135,8 +137,16 @@ impl Analyzer {
         }
     }
 
-    /// Runs the content steps on `source` (a verified local copy), using `work` for
-    /// temporary files.
+    /// How a tool runs: confined to the job's work folder.
+    pub(super) fn confinement<'a>(&self, work: &'a Path) -> Confinement<'a> {
+        Confinement {
+            sandbox: self.settings.sandbox,
+            work,
+        }
+    }
+
+    /// Runs the content steps on `source` (a verified local copy inside `work`), using
+    /// `work` for temporary files: the tools see nothing but `work`.
     pub async fn analyze(
         &self,
         source: &Path,
@@ -169,7 +179,7 @@ impl Analyzer {
             pdf_guard::Verdict::Unsupported => return Err(AnalysisError::PdfUnsupported),
         }
         let thumbnail = self.render_first_page(source, work).await?;
-        let layer = self.pdf_text_layer(source).await?;
+        let layer = self.pdf_text_layer(source, work).await?;
         let text = if layer.trim().chars().count() >= MIN_TEXT_LAYER_CHARS {
             layer
         } else {
@@ -179,21 +189,12 @@ impl Analyzer {
     }
 
     async fn image(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
-        let bytes = tokio::fs::read(source).await?;
         let settings = self.settings.clone();
         let gray = work.join("ocr.png");
-        let gray_path = gray.clone();
-        let thumbnail = blocking(move || {
-            let image = thumbnail::decode_image(&bytes, &settings)?;
-            // OCR reads a grayscale PNG whatever the input format (WebP included).
-            image
-                .to_luma8()
-                .save_with_format(&gray_path, image::ImageFormat::Png)
-                .map_err(|_| AnalysisError::ImageUnreadable)?;
-            thumbnail::encode_thumbnail(&image, settings.thumbnail_width)
-        })
-        .await??;
-        let text = self.ocr(&gray).await?;
+        let (source_path, gray_path) = (source.to_owned(), gray.clone());
+        let thumbnail =
+            blocking(move || raster::prepare(&source_path, &gray_path, &settings)).await??;
+        let text = self.ocr(&gray, work).await?;
         Ok((thumbnail, text))
     }
 

@@ -7,7 +7,11 @@ use super::tools::{self, ToolError};
 use super::{AnalysisError, Analyzer, pdf_tool_error};
 
 impl Analyzer {
-    pub(super) async fn pdf_text_layer(&self, source: &Path) -> Result<String, AnalysisError> {
+    pub(super) async fn pdf_text_layer(
+        &self,
+        source: &Path,
+        work: &Path,
+    ) -> Result<String, AnalysisError> {
         let out = tools::run(
             "pdftotext",
             [
@@ -18,6 +22,7 @@ impl Analyzer {
                 source.as_os_str(),
                 "-".as_ref(),
             ],
+            self.confinement(work),
             self.limits(64 * 1024 * 1024),
         )
         .await
@@ -46,6 +51,7 @@ impl Analyzer {
                 source.as_os_str(),
                 prefix.as_os_str(),
             ],
+            self.confinement(work),
             self.limits(64 * 1024),
         )
         .await
@@ -61,13 +67,13 @@ impl Analyzer {
         pages.sort();
         let mut text = String::new();
         for page in pages {
-            text.push_str(&self.ocr(&page).await?);
+            text.push_str(&self.ocr(&page, work).await?);
             text.push('\n');
         }
         Ok(text)
     }
 
-    pub(super) async fn ocr(&self, image: &Path) -> Result<String, AnalysisError> {
+    pub(super) async fn ocr(&self, image: &Path, work: &Path) -> Result<String, AnalysisError> {
         let out = tools::run(
             "tesseract",
             [
@@ -76,6 +82,7 @@ impl Analyzer {
                 "-l".as_ref(),
                 self.settings.ocr_languages.as_ref(),
             ],
+            self.confinement(work),
             self.limits(16 * 1024 * 1024),
         )
         .await

@@ -1,9 +1,12 @@
-//! Runs an external tool (pdftoppm, pdftotext, tesseract) as a child process with limits:
-//! a wall-clock timeout, an address-space limit and a CPU-time limit (set by `prlimit`
-//! before the tool starts), in a process group of its own that is killed whole on
-//! timeout or when the job is dropped. Output is bounded; stderr goes to the log only.
+//! The one launcher of external tools (pdftoppm, pdftotext, tesseract): a child process
+//! with limits (a wall-clock timeout, an address-space limit and a CPU-time limit, set by
+//! `prlimit` before the tool starts), in a process group of its own that is killed whole
+//! on timeout or when the job is dropped, confined by `sandbox` (an allowlisted
+//! environment, and bubblewrap with only the job's work folder). Output is bounded;
+//! stderr goes to the log only.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -11,6 +14,9 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
+
+use super::sandbox;
+use crate::config::SandboxMode;
 
 /// Limits of one tool run.
 #[derive(Debug, Clone, Copy)]
@@ -20,6 +26,15 @@ pub struct ToolLimits {
     pub cpu_seconds: u64,
     /// Stdout beyond this is an error, not a truncation.
     pub max_output_bytes: usize,
+}
+
+/// Where a tool runs: the job's work folder (its current folder, its `HOME` and, in the
+/// sandbox, the only folder it sees and may write) and how it is confined. Every file it
+/// is given must be inside `work`.
+#[derive(Debug, Clone, Copy)]
+pub struct Confinement<'a> {
+    pub sandbox: SandboxMode,
+    pub work: &'a Path,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,22 +95,35 @@ async fn read_bounded(
 
 const STDERR_LIMIT: usize = 16 * 1024;
 
-/// Runs `program args…` under `limits` and returns its stdout.
-pub async fn run<I, S>(program: &str, args: I, limits: ToolLimits) -> Result<Vec<u8>, ToolError>
+/// Runs `program args…` (found on the worker's `PATH`) confined and under `limits`, and
+/// returns its stdout.
+pub async fn run<I, S>(
+    program: &str,
+    args: I,
+    confinement: Confinement<'_>,
+    limits: ToolLimits,
+) -> Result<Vec<u8>, ToolError>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
     let tool = program.to_owned();
+    let path = sandbox::resolve(program).map_err(|error| ToolError::Unavailable {
+        tool: tool.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::NotFound, error),
+    })?;
     let mut command = Command::new("prlimit");
     command
         .arg(format!("--as={}", limits.memory_bytes))
         .arg(format!("--cpu={}", limits.cpu_seconds))
         .arg("--")
-        .arg(program)
+        .args(sandbox::argv(confinement.sandbox, &path, confinement.work))
         .args(args)
-        // Tesseract would start a thread per core; one job, one core.
-        .env("OMP_THREAD_LIMIT", "1")
+        // Nothing of the worker's environment (its secrets, its database URL) but the
+        // allowlist.
+        .env_clear()
+        .envs(sandbox::environment(confinement.work))
+        .current_dir(confinement.work)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -165,9 +193,39 @@ where
     Ok(stdout)
 }
 
+/// Runs `true` the way every tool runs, in a folder of its own: the worker's start-up
+/// proof that the configured sandbox works on this machine.
+pub async fn check_sandbox(mode: SandboxMode) -> Result<(), ToolError> {
+    let work = tempfile::tempdir().map_err(|source| ToolError::Unavailable {
+        tool: "sandbox".into(),
+        source,
+    })?;
+    let limits = ToolLimits {
+        timeout: Duration::from_secs(10),
+        memory_bytes: 256 * 1024 * 1024,
+        cpu_seconds: 5,
+        max_output_bytes: 1024,
+    };
+    let confinement = Confinement {
+        sandbox: mode,
+        work: work.path(),
+    };
+    run("true", Vec::<OsString>::new(), confinement, limits)
+        .await
+        .map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tests' work folder, unconfined: these tests are about limits.
+    fn open(work: &tempfile::TempDir) -> Confinement<'_> {
+        Confinement {
+            sandbox: SandboxMode::None,
+            work: work.path(),
+        }
+    }
 
     fn limits(timeout_ms: u64) -> ToolLimits {
         ToolLimits {
@@ -180,32 +238,41 @@ mod tests {
 
     #[tokio::test]
     async fn output_is_returned_and_failures_carry_stderr() {
-        let out = run("sh", ["-c", "printf hello"], limits(5000))
+        let work = tempfile::tempdir().expect("work");
+        let out = run("sh", ["-c", "printf hello"], open(&work), limits(5000))
             .await
             .expect("runs");
         assert_eq!(out, b"hello");
-        match run("sh", ["-c", "echo broken >&2; exit 3"], limits(5000)).await {
+        match run(
+            "sh",
+            ["-c", "echo broken >&2; exit 3"],
+            open(&work),
+            limits(5000),
+        )
+        .await
+        {
             Err(ToolError::Failed { stderr, .. }) => assert_eq!(stderr, "broken"),
             other => panic!("expected a failure, got {other:?}"),
         }
         assert!(matches!(
-            run("no-such-tool-anywhere", ["x"], limits(5000)).await,
-            Err(ToolError::Failed { .. } | ToolError::Unavailable { .. })
+            run("no-such-tool-anywhere", ["x"], open(&work), limits(5000)).await,
+            Err(ToolError::Unavailable { .. })
         ));
     }
 
     #[tokio::test]
     async fn a_timeout_kills_the_whole_process_group() {
-        let marker = tempfile::NamedTempFile::new().expect("temp");
-        let path = marker.path().display().to_string();
+        let work = tempfile::tempdir().expect("work");
+        let marker = work.path().join("pid");
+        let path = marker.display().to_string();
         // The shell (the group's leader) records its pid, then leaves a grandchild behind.
         let script = format!("echo $$ > {path}; sleep 30 & sleep 30");
-        let result = run("sh", ["-c", &script], limits(500)).await;
+        let result = run("sh", ["-c", &script], open(&work), limits(500)).await;
         assert!(
             matches!(result, Err(ToolError::TimedOut { .. })),
             "{result:?}"
         );
-        let group: i32 = std::fs::read_to_string(marker.path())
+        let group: i32 = std::fs::read_to_string(&marker)
             .expect("read")
             .trim()
             .parse()
@@ -223,7 +290,14 @@ mod tests {
 
     #[tokio::test]
     async fn output_past_the_limit_is_an_error() {
-        let result = run("sh", ["-c", "head -c 4096 /dev/zero"], limits(5000)).await;
+        let work = tempfile::tempdir().expect("work");
+        let result = run(
+            "sh",
+            ["-c", "head -c 4096 /dev/zero"],
+            open(&work),
+            limits(5000),
+        )
+        .await;
         assert!(
             matches!(result, Err(ToolError::OutputTooLarge { .. })),
             "{result:?}"
@@ -235,9 +309,11 @@ mod tests {
         let mut greedy = limits(10_000);
         greedy.memory_bytes = 64 * 1024 * 1024;
         // python3 cannot allocate 512 MiB under a 64 MiB address-space limit.
+        let work = tempfile::tempdir().expect("work");
         let result = run(
             "python3",
             ["-c", "x = bytearray(512 * 1024 * 1024)"],
+            open(&work),
             greedy,
         )
         .await;
@@ -245,5 +321,82 @@ mod tests {
             matches!(result, Err(ToolError::Failed { .. })),
             "{result:?}"
         );
+    }
+
+    fn sandboxed(work: &tempfile::TempDir) -> Confinement<'_> {
+        Confinement {
+            sandbox: SandboxMode::Bwrap,
+            work: work.path(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sandboxed_tool_writes_only_its_work_folder_and_sees_nothing_else() {
+        let work = tempfile::tempdir().expect("work");
+        let elsewhere = tempfile::tempdir().expect("another folder");
+        std::fs::write(elsewhere.path().join("other.txt"), "not yours").expect("write");
+        std::fs::write(work.path().join("input.txt"), "yours").expect("write");
+        let other = elsewhere.path().display();
+        let script = format!(
+            "cat input.txt; echo; cat {other}/other.txt 2>/dev/null || echo other=unreadable; \
+             touch /usr/planted 2>/dev/null || echo system=read-only; \
+             echo written > output.txt; echo home=$HOME; env | wc -l"
+        );
+        let out = run("sh", ["-c", &script], sandboxed(&work), limits(10_000))
+            .await
+            .expect("runs in the sandbox");
+        let out = String::from_utf8_lossy(&out);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[..3],
+            ["yours", "other=unreadable", "system=read-only"],
+            "{out}"
+        );
+        assert_eq!(lines[3], format!("home={}", work.path().display()));
+        let allowed = sandbox::environment(work.path()).len();
+        let seen: usize = lines[4].trim().parse().expect("a count");
+        // `sh` adds PWD (and may add SHLVL and `_`) of its own.
+        assert!(seen <= allowed + 3, "{seen} variables: {out}");
+        assert_eq!(
+            std::fs::read_to_string(work.path().join("output.txt")).expect("output"),
+            "written\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_every_process_of_the_sandbox() {
+        let work = tempfile::tempdir().expect("work");
+        // A duration no other process on the machine sleeps for marks the tool's processes.
+        let mark = format!("30.{}", std::process::id());
+        let script = format!("sleep {mark} & sleep {mark}");
+        let result = run("sh", ["-c", &script], sandboxed(&work), limits(1000)).await;
+        assert!(
+            matches!(result, Err(ToolError::TimedOut { .. })),
+            "{result:?}"
+        );
+        let running = || {
+            std::fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+                .any(|cmdline| String::from_utf8_lossy(&cmdline).contains(&mark))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a process of the sandbox survived"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_sandbox_works_on_this_machine() {
+        check_sandbox(SandboxMode::Bwrap)
+            .await
+            .expect("bubblewrap runs here (scripts/test installs it)");
+        check_sandbox(SandboxMode::None).await.expect("runs");
     }
 }

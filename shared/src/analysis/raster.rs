@@ -1,0 +1,332 @@
+//! Images within a memory budget (`analysis.image_memory_budget_mb`): one image costs
+//! the worker at most the budget, whatever its header declares. The header is read
+//! first; an image that fits at full size is decoded with the budget as the decoder's
+//! allocation limit, and a PNG that does not is decoded row by row into a reduced image
+//! (a box filter over bands of rows), so no full-size buffer ever exists. Any other image
+//! over the budget is refused, `image_too_large`. No step makes a full-size copy beyond
+//! the one grey conversion the budget counts, and no float buffer: the thumbnail is the
+//! `image` crate's integer area sampling.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use image::{DynamicImage, ImageBuffer, ImageDecoder, ImageFormat, Pixel};
+
+use crate::config::AnalysisSettings;
+
+use super::{AnalysisError, MIB};
+
+/// The largest reduction tried: past it an image is refused rather than averaged into mush.
+const MAX_FACTOR: u64 = 32;
+
+/// Writes the grayscale PNG that OCR reads to `gray` and returns the thumbnail: a PNG at
+/// most `thumbnail_width` wide, aspect kept.
+pub(super) fn prepare(
+    source: &Path,
+    gray: &Path,
+    settings: &AnalysisSettings,
+) -> Result<Vec<u8>, AnalysisError> {
+    let budget = settings.image_memory_budget_mb * MIB;
+    let header = Header::read(source, settings)?;
+    let image = if header.cost(1) <= budget {
+        decode_full(source, settings, budget)?
+    } else if header.format == ImageFormat::Png {
+        let factor = (2..=MAX_FACTOR)
+            .find(|&factor| header.cost(factor) <= budget)
+            .ok_or(AnalysisError::ImageTooLarge)?;
+        decode_png_reduced(source, factor, budget)?
+    } else {
+        return Err(AnalysisError::ImageTooLarge);
+    };
+    let thumbnail = encode_thumbnail(&image, settings.thumbnail_width)?;
+    // OCR reads a grayscale PNG whatever the input format (WebP included); a grey image
+    // is not copied, any other is converted once (counted in the cost).
+    image
+        .into_luma8()
+        .save_with_format(gray, ImageFormat::Png)
+        .map_err(|_| AnalysisError::ImageUnreadable)?;
+    Ok(thumbnail)
+}
+
+/// What the header declares, read before any pixel is decoded.
+struct Header {
+    format: ImageFormat,
+    width: u64,
+    height: u64,
+    /// Bytes per pixel once decoded (the format's own depth: 16-bit stays 16-bit).
+    decoded_pixel: u64,
+    /// Bytes per pixel of the 8-bit image a PNG reduces to.
+    reduced_pixel: u64,
+    grey: bool,
+}
+
+impl Header {
+    fn read(source: &Path, settings: &AnalysisSettings) -> Result<Self, AnalysisError> {
+        let mut reader = image::ImageReader::open(source)?
+            .with_guessed_format()
+            .map_err(|_| AnalysisError::ImageUnreadable)?;
+        let format = reader.format().ok_or(AnalysisError::ImageUnreadable)?;
+        // Only the header is read here; the limits apply to the decode that follows.
+        reader.no_limits();
+        let decoder = reader.into_decoder().map_err(image_error)?;
+        let (width, height) = decoder.dimensions();
+        if width == 0 || height == 0 {
+            return Err(AnalysisError::ImageUnreadable);
+        }
+        if width > settings.max_image_dimension || height > settings.max_image_dimension {
+            return Err(AnalysisError::ImageTooLarge);
+        }
+        let color = decoder.color_type();
+        let channels = u64::from(color.channel_count());
+        Ok(Self {
+            format,
+            width: u64::from(width),
+            height: u64::from(height),
+            decoded_pixel: u64::from(color.bytes_per_pixel()),
+            // Palettes are already RGB(A) here; reduced, 16-bit samples are cut to 8.
+            reduced_pixel: channels,
+            grey: matches!(color, image::ColorType::L8),
+        })
+    }
+
+    /// The bytes held at the peak of preparing the image reduced by `factor` (1: full
+    /// size): the decoded image, its grey copy unless it is grey already, and when
+    /// reduced, the band of source rows and the decoder's two rows.
+    fn cost(&self, factor: u64) -> u64 {
+        let pixels = self.width.div_ceil(factor) * self.height.div_ceil(factor);
+        if factor == 1 {
+            let grey_copy = if self.grey { 0 } else { pixels };
+            return pixels * self.decoded_pixel + grey_copy;
+        }
+        let grey_copy = if self.reduced_pixel == 1 { 0 } else { pixels };
+        let rows = self.width * 8 * (factor + 2);
+        pixels * self.reduced_pixel + grey_copy + rows
+    }
+}
+
+fn image_error(error: image::ImageError) -> AnalysisError {
+    match error {
+        image::ImageError::Limits(_) => AnalysisError::ImageTooLarge,
+        image::ImageError::IoError(error) => AnalysisError::Io(error),
+        _ => AnalysisError::ImageUnreadable,
+    }
+}
+
+/// The whole image, with the budget as the decoder's allocation limit.
+fn decode_full(
+    source: &Path,
+    settings: &AnalysisSettings,
+    budget: u64,
+) -> Result<DynamicImage, AnalysisError> {
+    let mut reader = image::ImageReader::open(source)?
+        .with_guessed_format()
+        .map_err(|_| AnalysisError::ImageUnreadable)?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(settings.max_image_dimension);
+    limits.max_image_height = Some(settings.max_image_dimension);
+    limits.max_alloc = Some(budget);
+    reader.limits(limits);
+    reader.decode().map_err(image_error)
+}
+
+/// A PNG decoded row by row into an image `factor` times smaller each way: each band of
+/// `factor` rows is averaged into one row, and only that band is ever held.
+fn decode_png_reduced(
+    source: &Path,
+    factor: u64,
+    budget: u64,
+) -> Result<DynamicImage, AnalysisError> {
+    let limits = png::Limits {
+        bytes: usize::try_from(budget).unwrap_or(usize::MAX),
+    };
+    let mut decoder = png::Decoder::new_with_limits(BufReader::new(File::open(source)?), limits);
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = decoder.read_info().map_err(png_error)?;
+    if reader.info().interlaced {
+        // Adam7 passes come in seven sweeps; reducing them is not worth the code.
+        return Err(AnalysisError::ImageTooLarge);
+    }
+    let (width, height) = (reader.info().width, reader.info().height);
+    let factor = u32::try_from(factor).map_err(|_| AnalysisError::ImageTooLarge)?;
+    let rows = Rows {
+        reader: &mut reader,
+        width,
+        height,
+        factor,
+    };
+    Ok(match rows.reader.output_color_type().0 {
+        png::ColorType::Grayscale => DynamicImage::ImageLuma8(rows.reduce()?),
+        png::ColorType::GrayscaleAlpha => DynamicImage::ImageLumaA8(rows.reduce()?),
+        png::ColorType::Rgb => DynamicImage::ImageRgb8(rows.reduce()?),
+        png::ColorType::Rgba => DynamicImage::ImageRgba8(rows.reduce()?),
+        png::ColorType::Indexed => return Err(AnalysisError::ImageUnreadable),
+    })
+}
+
+fn png_error(error: png::DecodingError) -> AnalysisError {
+    match error {
+        png::DecodingError::LimitsExceeded => AnalysisError::ImageTooLarge,
+        png::DecodingError::IoError(error) if error.kind() != std::io::ErrorKind::UnexpectedEof => {
+            AnalysisError::Io(error)
+        }
+        _ => AnalysisError::ImageUnreadable,
+    }
+}
+
+struct Rows<'a> {
+    reader: &'a mut png::Reader<BufReader<File>>,
+    width: u32,
+    height: u32,
+    factor: u32,
+}
+
+impl Rows<'_> {
+    fn reduce<P: Pixel<Subpixel = u8> + 'static>(
+        self,
+    ) -> Result<ImageBuffer<P, Vec<u8>>, AnalysisError> {
+        let channels = usize::from(P::CHANNEL_COUNT);
+        let row_bytes = self.width as usize * channels;
+        let out_width = self.width.div_ceil(self.factor);
+        let out_height = self.height.div_ceil(self.factor);
+        let mut out: Vec<u8> =
+            Vec::with_capacity(out_width as usize * out_height as usize * channels);
+        let mut band: Vec<u8> = Vec::with_capacity(row_bytes * self.factor as usize);
+        for y in 0..self.height {
+            let row = self
+                .reader
+                .next_row()
+                .map_err(png_error)?
+                .ok_or(AnalysisError::ImageUnreadable)?;
+            let row = row
+                .data()
+                .get(..row_bytes)
+                .ok_or(AnalysisError::ImageUnreadable)?;
+            band.extend_from_slice(row);
+            if (y + 1) % self.factor == 0 || y + 1 == self.height {
+                let rows = u32::try_from(band.len() / row_bytes).unwrap_or(1);
+                let view = ImageBuffer::<P, &[u8]>::from_raw(self.width, rows, band.as_slice())
+                    .ok_or(AnalysisError::ImageUnreadable)?;
+                // Integer area sampling: every source pixel counts once.
+                out.extend_from_slice(image::imageops::thumbnail(&view, out_width, 1).as_raw());
+                band.clear();
+            }
+        }
+        ImageBuffer::from_raw(out_width, out_height, out).ok_or(AnalysisError::ImageUnreadable)
+    }
+}
+
+/// A PNG at most `width` wide, aspect kept.
+pub(super) fn encode_thumbnail(image: &DynamicImage, width: u32) -> Result<Vec<u8>, AnalysisError> {
+    let rgb = if image.width() > width {
+        image.thumbnail(width, u32::MAX).to_rgb8()
+    } else {
+        image.to_rgb8()
+    };
+    let mut png = Vec::new();
+    rgb.write_to(&mut std::io::Cursor::new(&mut png), ImageFormat::Png)
+        .map_err(|_| AnalysisError::ImageUnreadable)?;
+    Ok(png)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> AnalysisSettings {
+        crate::test_support::test_settings(&[]).analysis
+    }
+
+    fn write(dir: &tempfile::TempDir, name: &str, image: &DynamicImage) -> std::path::PathBuf {
+        let path = dir.path().join(name);
+        image
+            .save_with_format(&path, ImageFormat::Png)
+            .expect("encode");
+        path
+    }
+
+    fn size(png: &[u8]) -> (u32, u32) {
+        let image = image::load_from_memory(png).expect("png");
+        (image.width(), image.height())
+    }
+
+    #[test]
+    fn wide_images_shrink_to_the_width_and_keep_their_aspect() {
+        let dir = tempfile::tempdir().expect("dir");
+        let gray = dir.path().join("gray.png");
+        let wide = write(&dir, "wide.png", &DynamicImage::new_rgb8(1600, 800));
+        let thumbnail = prepare(&wide, &gray, &settings()).expect("prepare");
+        assert_eq!(size(&thumbnail), (400, 200));
+        assert_eq!(
+            image::open(&gray).expect("gray").color(),
+            image::ColorType::L8
+        );
+        let narrow = write(&dir, "narrow.png", &DynamicImage::new_rgb8(100, 300));
+        assert_eq!(
+            size(&prepare(&narrow, &gray, &settings()).expect("png")),
+            (100, 300)
+        );
+    }
+
+    #[test]
+    fn a_png_over_the_budget_is_reduced_while_decoding_and_keeps_its_picture() {
+        let dir = tempfile::tempdir().expect("dir");
+        let gray = dir.path().join("gray.png");
+        // 1200 × 1200 RGB: 4.3 MB decoded and 1.4 MB grey, over a 2 MB budget.
+        let mut picture = image::RgbImage::new(1200, 1200);
+        for (x, _, pixel) in picture.enumerate_pixels_mut() {
+            *pixel = if x < 600 {
+                image::Rgb([255, 255, 255])
+            } else {
+                image::Rgb([0, 0, 0])
+            };
+        }
+        let source = write(&dir, "big.png", &DynamicImage::ImageRgb8(picture));
+        let mut tight = settings();
+        tight.image_memory_budget_mb = 2;
+        let thumbnail = prepare(&source, &gray, &tight).expect("reduced, not refused");
+        assert_eq!(size(&thumbnail), (400, 400));
+        let reduced = image::open(&gray).expect("gray").into_luma8();
+        assert!(
+            reduced.width() < 1200 && reduced.width() >= 400,
+            "{}",
+            reduced.width()
+        );
+        assert_eq!(
+            reduced.get_pixel(10, 10).0,
+            [255],
+            "the white half stays white"
+        );
+        assert_eq!(reduced.get_pixel(reduced.width() - 10, 10).0, [0]);
+    }
+
+    #[test]
+    fn the_limits_refuse_before_decoding() {
+        let dir = tempfile::tempdir().expect("dir");
+        let gray = dir.path().join("gray.png");
+        let mut tight = settings();
+        tight.max_image_dimension = 1000;
+        let wide = write(&dir, "wide.png", &DynamicImage::new_luma8(1001, 10));
+        assert!(matches!(
+            prepare(&wide, &gray, &tight),
+            Err(AnalysisError::ImageTooLarge)
+        ));
+        let junk = dir.path().join("junk.png");
+        std::fs::write(&junk, b"not an image at all").expect("write");
+        assert!(matches!(
+            prepare(&junk, &gray, &tight),
+            Err(AnalysisError::ImageUnreadable)
+        ));
+        // A JPEG over the budget cannot be reduced while decoding: refused for good.
+        let jpeg = dir.path().join("big.jpg");
+        DynamicImage::new_rgb8(1200, 1200)
+            .save_with_format(&jpeg, ImageFormat::Jpeg)
+            .expect("jpeg");
+        let mut small = settings();
+        small.image_memory_budget_mb = 1;
+        assert!(matches!(
+            prepare(&jpeg, &gray, &small),
+            Err(AnalysisError::ImageTooLarge)
+        ));
+    }
+}
