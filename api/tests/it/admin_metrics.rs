@@ -68,6 +68,25 @@ async fn refresh_all(app: &TestApp, interval: Duration) -> usize {
     reports.iter().filter(|report| report.is_some()).count()
 }
 
+/// One refresh pass with a zero interval (the stored state is always old enough): it
+/// refreshes unless another pass holds the lock, and nothing else runs one here. (Several
+/// passes at a zero interval may each refresh in turn: which do depends on timing.)
+async fn refresh_once(app: &TestApp) -> bool {
+    let settings = &app.context.settings;
+    let pool = db::build_pool_with(&settings.database, SessionKind::Dispatcher).expect("pool");
+    let redis = RedisPool::build(&settings.redis).expect("redis");
+    QueueStateRefresh::new(
+        pool,
+        redis,
+        settings.redis.namespace.clone(),
+        Duration::ZERO,
+    )
+    .run_once()
+    .await
+    .expect("a refresh pass")
+    .is_some()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_public_port_answers_404_for_metrics_and_the_admin_listener_serves_them() {
     let app = TestApp::spawn().await;
@@ -168,7 +187,7 @@ async fn parallel_scrapes_never_compute_the_queue_state_and_dispatchers_compute_
         "{text}"
     );
     // Once an interval has passed (a zero interval: at once), one pass refreshes.
-    assert_eq!(refresh_all(&app, Duration::ZERO).await, 1);
+    assert!(refresh_once(&app).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +207,7 @@ async fn finished_jobs_are_estimated_from_the_statistics_never_counted() {
     )
     .await
     .expect("finish four");
-    assert_eq!(refresh_all(&app, Duration::ZERO).await, 1);
+    assert!(refresh_once(&app).await);
     let text = &scrape_all(&app).await[0];
     assert_eq!(
         sample(text, "quire_jobs{type=\"fault-test\",status=\"QUEUED\"}"),
@@ -207,7 +226,7 @@ async fn finished_jobs_are_estimated_from_the_statistics_never_counted() {
     )
     .await
     .expect("analyze");
-    assert_eq!(refresh_all(&app, Duration::ZERO).await, 1);
+    assert!(refresh_once(&app).await);
     let text = &scrape_all(&app).await[0];
     // A table this small is sampled whole: the estimate is exact.
     assert_eq!(

@@ -217,6 +217,21 @@ impl TestApp {
     pub fn start_worker_with(&self, settings: Settings) -> RunningService {
         RunningService::spawn(quire_worker::run, settings, &self.shutdown)
     }
+
+    /// A session of its own holding the documents table exclusively until it is
+    /// dropped: a request that reads documents can then only finish by its timeout.
+    pub async fn lock_documents_table(&self) -> diesel_async::AsyncPgConnection {
+        use diesel_async::{AsyncConnection, SimpleAsyncConnection};
+        let mut holder =
+            diesel_async::AsyncPgConnection::establish(self.context.settings.database.url.expose())
+                .await
+                .expect("connect");
+        holder
+            .batch_execute("BEGIN; LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")
+            .await
+            .expect("lock");
+        holder
+    }
 }
 
 impl Drop for TestApp {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use diesel_async::{AsyncConnection, SimpleAsyncConnection};
+use diesel_async::SimpleAsyncConnection;
 use reqwest::Method;
 use serde_json::Value;
 use uuid::Uuid;
@@ -101,14 +101,7 @@ async fn a_search_past_its_statement_timeout_answers_503_search_timeout() {
     let app = TestApp::spawn().await;
     // A search that cannot finish: another session holds the documents table. Without a
     // statement timeout the request would wait for as long as the lock is held.
-    let mut holder =
-        diesel_async::AsyncPgConnection::establish(app.context.settings.database.url.expose())
-            .await
-            .expect("connect");
-    holder
-        .batch_execute("BEGIN; LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")
-        .await
-        .expect("lock");
+    let mut holder = app.lock_documents_table().await;
 
     let response = app
         .http

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use diesel::QueryableByName;
 use diesel::sql_types::Text;
-use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
 use quire_shared::db::{self, SessionKind};
 use quire_shared::test_support::TestContext;
 use reqwest::Method;
@@ -57,14 +57,7 @@ async fn an_api_request_past_its_statement_timeout_answers_503_and_its_connectio
     let app = TestApp::spawn_in(context).await;
     // A listing that cannot finish: another session holds the documents table. Without a
     // statement timeout the request would wait for as long as the lock is held.
-    let mut holder =
-        diesel_async::AsyncPgConnection::establish(app.context.settings.database.url.expose())
-            .await
-            .expect("connect");
-    holder
-        .batch_execute("BEGIN; LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")
-        .await
-        .expect("lock");
+    let mut holder = app.lock_documents_table().await;
 
     let response = app
         .http
