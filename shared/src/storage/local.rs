@@ -353,15 +353,19 @@ mod tests {
         let object = root.path().join("data").join(key.as_str());
         let folder = object.parent().expect("folder").to_path_buf();
         let synced = durable::tests::synced_under(root.path());
-        // `data/tenants/{t}/sources/{bucket}` were all new: each is synced in its parent;
-        // the object's own folder is synced again after the rename.
-        let mut expected: Vec<PathBuf> = folder
+        // First the staging folder `data/.partial` (new, with `data`): each synced in its
+        // parent. Then, at the rename, `data/tenants/{t}/sources/{bucket}` (all new):
+        // each synced in its parent; the object's own folder again after the rename.
+        let data = root.path().join("data");
+        let mut expected = vec![root.path().to_path_buf(), data.clone()];
+        let mut key_folders: Vec<PathBuf> = folder
             .ancestors()
             .skip(1)
-            .take_while(|dir| dir.starts_with(root.path()))
+            .take_while(|dir| dir.starts_with(&data))
             .map(Path::to_path_buf)
             .collect();
-        expected.reverse();
+        key_folders.reverse();
+        expected.extend(key_folders);
         expected.push(folder);
         assert_eq!(synced, expected);
     }
