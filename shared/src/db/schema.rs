@@ -9,6 +9,17 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         generation -> Int8,
+        share_weight -> Int4,
+        max_running_jobs -> Nullable<Int4>,
+        processing_paused_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    queue_pauses (queue) {
+        queue -> Text,
+        paused_at -> Timestamptz,
+        paused_by -> Text,
     }
 }
 
@@ -224,4 +235,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     workers,
     ops_sessions,
     queue_state_snapshot,
+    queue_pauses,
 );

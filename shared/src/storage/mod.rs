@@ -40,6 +40,14 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     /// Removes every object under `prefix` (a tenant's whole space, orphans included);
     /// nothing there is not an error.
     async fn delete_prefix(&self, prefix: &StorageKey) -> Result<(), StorageError>;
+    /// Up to `limit` objects in key order, starting after the key `after` (`None`: from
+    /// the first): every object of the store, whatever names it or not, staging objects
+    /// of writes in flight or abandoned included. Storage GC pages through it.
+    async fn list_after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ListedObject>, StorageError>;
     /// Size and SHA-256 of `key`, read to its end in 64 KiB steps.
     async fn digest(&self, key: &StorageKey) -> Result<Digested, StorageError> {
         use tokio::io::AsyncReadExt;
@@ -54,6 +62,17 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
             digesting.update(&buffer[..read]);
         }
     }
+}
+
+/// One object as a listing reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    /// The key relative to the store's root (a `StorageKey`'s text for objects Quire
+    /// named; a staging name for a write in flight or abandoned).
+    pub key: String,
+    pub size_bytes: u64,
+    /// When the store last wrote it, by the store's own clock.
+    pub modified_at: time::OffsetDateTime,
 }
 
 /// Bytes read per step when digesting a stored object.
