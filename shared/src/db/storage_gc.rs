@@ -9,24 +9,24 @@ use time::OffsetDateTime;
 
 use super::DbError;
 
-/// Every column that names an object in the store, as `(table, column)`. A table that
-/// starts storing keys adds its column here and to [`UNNAMED`] and [`NAMED`], or the GC
-/// would collect its objects; `dispatcher/tests/it/storage_gc.rs` compares this list with
-/// the schema's columns that hold keys.
+/// Every column that names an object in the store, as `(table, column)`; both
+/// statements below are built from it. A table that starts storing keys adds its column
+/// here, or the GC would collect its objects: `dispatcher/tests/it/storage_gc.rs`
+/// compares this list with the schema's columns that look like they hold keys.
 pub const NAMING_COLUMNS: &[(&str, &str)] = &[
     ("document_versions", "storage_key"),
     ("assets", "storage_key"),
 ];
 
-/// The keys of `$1` that no row names (both columns are UNIQUE, so each probe is an
-/// index lookup).
-const UNNAMED: &str = "SELECT k AS key FROM unnest($1::text[]) AS k \
-     WHERE NOT EXISTS (SELECT 1 FROM document_versions WHERE storage_key = k) \
-       AND NOT EXISTS (SELECT 1 FROM assets WHERE storage_key = k)";
-
-/// Whether a row names `$1`.
-const NAMED: &str = "SELECT EXISTS (SELECT 1 FROM document_versions WHERE storage_key = $1) \
-         OR EXISTS (SELECT 1 FROM assets WHERE storage_key = $1) AS named";
+/// `NOT EXISTS (…) AND …` over every naming column, for the key `{key}` (each column is
+/// UNIQUE, so each probe is an index lookup).
+fn named_nowhere(key: &str) -> String {
+    NAMING_COLUMNS
+        .iter()
+        .map(|(table, column)| format!("NOT EXISTS (SELECT 1 FROM {table} WHERE {column} = {key})"))
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
 
 #[derive(diesel::QueryableByName)]
 struct Key {
@@ -57,7 +57,10 @@ pub async fn unnamed(conn: &mut AsyncPgConnection, keys: &[&str]) -> Result<Vec<
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let rows: Vec<Key> = diesel::sql_query(UNNAMED)
+    let rows: Vec<Key> = diesel::sql_query(format!(
+        "SELECT k AS key FROM unnest($1::text[]) AS k WHERE {}",
+        named_nowhere("k")
+    ))
         .bind::<Array<Text>, _>(keys)
         .load(conn)
         .await?;
@@ -66,7 +69,10 @@ pub async fn unnamed(conn: &mut AsyncPgConnection, keys: &[&str]) -> Result<Vec<
 
 /// Whether a row names `key` now (committed by the time this statement starts).
 pub async fn is_named(conn: &mut AsyncPgConnection, key: &str) -> Result<bool, DbError> {
-    Ok(diesel::sql_query(NAMED)
+    Ok(diesel::sql_query(format!(
+        "SELECT NOT ({}) AS named",
+        named_nowhere("$1")
+    ))
         .bind::<Text, _>(key)
         .get_result::<Named>(conn)
         .await?
