@@ -43,8 +43,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     ));
     // Storage GC's view of the object store, the same the API and the workers write.
     let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(&settings.storage.data_dir));
-    let maintenance =
-        maintenance::Maintenance::start(&settings, &pool, &redis, &store, &shutdown);
+    let maintenance = maintenance::Maintenance::start(&settings, &pool, &redis, &store, &shutdown);
     tracing::info!(dispatcher_id = publisher.id(), "dispatcher started");
     // The publisher finishes the batch it is on, then returns.
     publisher.run(wake, shutdown).await;

@@ -587,6 +587,37 @@ mod tests {
     }
 
     #[test]
+    fn a_storage_gc_grace_shorter_than_the_longest_job_time_limit_is_refused() {
+        let longest = crate::jobs::catalogue()
+            .map(|spec| spec.time_limit_seconds)
+            .max()
+            .expect("job types");
+        let short = (longest - 1).to_string();
+        let error = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__STORAGE_GC__GRACE_SECONDS", short.as_str())],
+        ))
+        .expect_err("a run could still commit the objects it would collect");
+        assert!(
+            error.to_string().contains("storage_gc.grace_seconds"),
+            "{error}"
+        );
+        let enough = longest.to_string();
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__STORAGE_GC__GRACE_SECONDS", enough.as_str())],
+        ))
+        .expect("the longest time limit is enough");
+        assert_eq!(settings.storage_gc.grace_seconds, longest);
+        let settings = Settings::from_source(&source(Profile::Test, &[])).expect("settings");
+        assert_eq!(
+            settings.storage_gc.grace(),
+            Duration::from_secs(3600),
+            "the default"
+        );
+    }
+
+    #[test]
     fn production_refuses_tools_without_a_sandbox() {
         let long = "x".repeat(MIN_PRODUCTION_SECRET_BYTES);
         let error = Settings::from_source(&source(

@@ -311,18 +311,37 @@ async fn each_kind_of_orphan_is_collected_and_every_named_object_survives() {
     expected.extend(partial.clone());
     assert_eq!(keys(store.as_ref()).await, expected, "every object listed");
 
-    let swept = pass(&world, &store, budget(100, 10), past_the_grace(&world).await).await;
+    let swept = pass(
+        &world,
+        &store,
+        budget(100, 10),
+        past_the_grace(&world).await,
+    )
+    .await;
 
-    assert_eq!(keys(store.as_ref()).await, named, "only the named objects are left");
-    assert_eq!(swept.collected, orphans.len() + usize::from(partial.is_some()));
-    let bytes: u64 = [11u64, 11, 20, 4].iter().sum::<u64>()
-        + if partial.is_some() { 11 } else { 0 };
+    assert_eq!(
+        keys(store.as_ref()).await,
+        named,
+        "only the named objects are left"
+    );
+    assert_eq!(
+        swept.collected,
+        orphans.len() + usize::from(partial.is_some())
+    );
+    let bytes: u64 =
+        [11u64, 11, 20, 4].iter().sum::<u64>() + if partial.is_some() { 11 } else { 0 };
     assert_eq!(swept.collected_bytes, bytes);
     assert_eq!(swept.errors, 0);
     assert!(swept.swept, "the pass went through the whole store");
 
     // Nothing more to collect: the next pass deletes nothing.
-    let again = pass(&world, &store, budget(100, 10), past_the_grace(&world).await).await;
+    let again = pass(
+        &world,
+        &store,
+        budget(100, 10),
+        past_the_grace(&world).await,
+    )
+    .await;
     assert_eq!((again.collected, again.listed), (0, named.len()));
 }
 
@@ -374,10 +393,16 @@ async fn an_object_younger_than_the_grace_is_never_touched_and_is_safe_once_name
     let swept = pass(&world, &store, budget(100, 10), Now::Database).await;
 
     let left = keys(store.as_ref()).await;
-    assert!(left.contains(stored.as_str()), "a stored, uncommitted upload");
+    assert!(
+        left.contains(stored.as_str()),
+        "a stored, uncommitted upload"
+    );
     assert_eq!(swept.collected, usize::from(old_orphan.is_some()));
     if let Some(orphan) = &old_orphan {
-        assert!(!left.contains(orphan.as_str()), "the old orphan beside them");
+        assert!(
+            !left.contains(orphan.as_str()),
+            "the old orphan beside them"
+        );
         assert!(
             left.iter().any(|key| key.starts_with(".partial/")),
             "the staging file of the upload in flight"
@@ -394,7 +419,13 @@ async fn an_object_younger_than_the_grace_is_never_touched_and_is_safe_once_name
     record(&world, &stored).await;
     record(&world, &streaming).await;
 
-    let later = pass(&world, &store, budget(100, 10), past_the_grace(&world).await).await;
+    let later = pass(
+        &world,
+        &store,
+        budget(100, 10),
+        past_the_grace(&world).await,
+    )
+    .await;
 
     assert_eq!(later.collected, 0);
     let expected: BTreeSet<String> = [stored.as_str(), streaming.as_str()]
@@ -474,7 +505,13 @@ async fn a_row_committed_between_the_check_and_the_delete_keeps_its_object() {
         commit,
     });
 
-    let swept = pass(&world, &hooked, budget(100, 1), past_the_grace(&world).await).await;
+    let swept = pass(
+        &world,
+        &hooked,
+        budget(100, 1),
+        past_the_grace(&world).await,
+    )
+    .await;
 
     committer.await.expect("committer");
     assert_eq!((swept.collected, swept.named_late), (1, 1));

@@ -61,22 +61,21 @@ pub async fn unnamed(conn: &mut AsyncPgConnection, keys: &[&str]) -> Result<Vec<
         "SELECT k AS key FROM unnest($1::text[]) AS k WHERE {}",
         named_nowhere("k")
     ))
-        .bind::<Array<Text>, _>(keys)
-        .load(conn)
-        .await?;
+    .bind::<Array<Text>, _>(keys)
+    .load(conn)
+    .await?;
     Ok(rows.into_iter().map(|row| row.key).collect())
 }
 
 /// Whether a row names `key` now (committed by the time this statement starts).
 pub async fn is_named(conn: &mut AsyncPgConnection, key: &str) -> Result<bool, DbError> {
-    Ok(diesel::sql_query(format!(
-        "SELECT NOT ({}) AS named",
-        named_nowhere("$1")
-    ))
-        .bind::<Text, _>(key)
-        .get_result::<Named>(conn)
-        .await?
-        .named)
+    Ok(
+        diesel::sql_query(format!("SELECT NOT ({}) AS named", named_nowhere("$1")))
+            .bind::<Text, _>(key)
+            .get_result::<Named>(conn)
+            .await?
+            .named,
+    )
 }
 
 /// The database's clock, which every age the GC compares is measured against.
