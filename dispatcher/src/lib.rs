@@ -11,6 +11,7 @@ use std::sync::Arc;
 use quire_shared::config::Settings;
 use quire_shared::db::{self, SessionKind};
 use quire_shared::redis_client::{self, RedisPool};
+use quire_shared::storage::{LocalStore, ObjectStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +41,9 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         Arc::clone(&wake),
         shutdown.clone(),
     ));
-    let maintenance = maintenance::Maintenance::start(&settings, &pool, &redis, &shutdown);
+    // Storage GC's view of the object store, the same the API and the workers write.
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(&settings.storage.data_dir));
+    let maintenance = maintenance::Maintenance::start(&settings, &pool, &redis, &store, &shutdown);
     tracing::info!(dispatcher_id = publisher.id(), "dispatcher started");
     // The publisher finishes the batch it is on, then returns.
     publisher.run(wake, shutdown).await;

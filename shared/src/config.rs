@@ -60,6 +60,7 @@ pub struct Settings {
     pub auth: AuthSettings,
     pub ops: OpsSettings,
     pub storage: StorageSettings,
+    pub storage_gc: StorageGcSettings,
     pub jobs: JobSettings,
     pub dispatcher: DispatcherSettings,
     pub retention: RetentionSettings,
@@ -235,6 +236,26 @@ pub struct StorageSettings {
     pub data_dir: PathBuf,
 }
 
+/// Storage garbage collection (dispatcher maintenance): objects no row names, older than
+/// the grace, are deleted; see docs/decisions.md "Storage garbage collection".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageGcSettings {
+    /// An object younger than this (by the store's modified time against the database
+    /// clock) is never touched: an upload or a run between its put and its commit.
+    pub grace_seconds: u64,
+    /// Objects listed (and checked against the rows in one statement) per batch.
+    pub batch_size: usize,
+    /// Batches one pass goes through at most; the next pass resumes after the last.
+    pub batches_per_pass: usize,
+}
+
+impl StorageGcSettings {
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(self.grace_seconds)
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSettings {
@@ -257,6 +278,8 @@ pub struct DispatcherSettings {
     pub lost_messages_interval_ms: u64,
     pub retention_interval_ms: u64,
     pub worker_pruning_interval_ms: u64,
+    /// Storage GC: one dispatcher per interval runs one bounded pass (`[storage_gc]`).
+    pub storage_gc_interval_ms: u64,
     pub lost_message_grace_seconds: u64,
     pub recovery_batch_size: i64,
     /// The queue's state (the gauges the API's admin listener serves) is computed at
@@ -398,6 +421,20 @@ impl Settings {
         }
         if self.dispatcher.batch_size < 1 {
             return unsafe_setting("dispatcher.batch_size must be at least 1");
+        }
+        if self.storage_gc.batch_size == 0 || self.storage_gc.batches_per_pass == 0 {
+            return unsafe_setting("storage_gc batch sizes must be at least 1");
+        }
+        // A run's objects are named only at its commit, at most its time limit after
+        // its put: a shorter grace could collect the objects of a run in flight.
+        let longest_run = crate::jobs::catalogue()
+            .map(|spec| spec.time_limit_seconds)
+            .max()
+            .unwrap_or(0);
+        if self.storage_gc.grace_seconds < longest_run {
+            return Err(SettingsError::Unsafe(format!(
+                "storage_gc.grace_seconds must be at least the longest job time limit ({longest_run} s)"
+            )));
         }
         if self.ops.session_seconds == 0 {
             return unsafe_setting("ops.session_seconds must be at least 1");
@@ -547,6 +584,37 @@ mod tests {
         ))
         .expect_err("insecure dashboard cookies in production");
         assert!(error.to_string().contains("secure_cookies"), "{error}");
+    }
+
+    #[test]
+    fn a_storage_gc_grace_shorter_than_the_longest_job_time_limit_is_refused() {
+        let longest = crate::jobs::catalogue()
+            .map(|spec| spec.time_limit_seconds)
+            .max()
+            .expect("job types");
+        let short = (longest - 1).to_string();
+        let error = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__STORAGE_GC__GRACE_SECONDS", short.as_str())],
+        ))
+        .expect_err("a run could still commit the objects it would collect");
+        assert!(
+            error.to_string().contains("storage_gc.grace_seconds"),
+            "{error}"
+        );
+        let enough = longest.to_string();
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__STORAGE_GC__GRACE_SECONDS", enough.as_str())],
+        ))
+        .expect("the longest time limit is enough");
+        assert_eq!(settings.storage_gc.grace_seconds, longest);
+        let settings = Settings::from_source(&source(Profile::Test, &[])).expect("settings");
+        assert_eq!(
+            settings.storage_gc.grace(),
+            Duration::from_secs(3600),
+            "the default"
+        );
     }
 
     #[test]

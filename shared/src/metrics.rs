@@ -32,6 +32,14 @@ pub const REPUBLISHED: &str = "quire_lost_messages_republished_total";
 /// Label `job_type`: lost-message passes that skipped a list whose oldest message does
 /// not parse, so nothing before it could be told lost.
 pub const LOST_MESSAGES_UNKNOWN_TAIL: &str = "quire_lost_messages_unknown_tail_total";
+// Storage GC (one dispatcher per interval runs a pass).
+/// Objects no row named, older than the grace, deleted; and their bytes.
+pub const STORAGE_GC_OBJECTS: &str = "quire_storage_gc_objects_collected_total";
+pub const STORAGE_GC_BYTES: &str = "quire_storage_gc_bytes_collected_total";
+/// Passes run (by the dispatcher that held the interval).
+pub const STORAGE_GC_PASSES: &str = "quire_storage_gc_passes_total";
+/// Failed listings, failed deletes and failed passes: rising means objects are piling up.
+pub const STORAGE_GC_ERRORS: &str = "quire_storage_gc_errors_total";
 pub const WORKER_SLOTS: &str = "quire_worker_slots";
 pub const WORKER_SLOTS_BUSY: &str = "quire_worker_slots_busy";
 // Queue state: computed by one dispatcher per interval, stored, and rendered from the

@@ -1,7 +1,7 @@
 //! Dispatcher maintenance (DESIGN §5) as services, each on its own interval with its own
 //! error handling, so one failing (Redis down stops lost-message recovery) never holds
 //! up another: publication-claim recovery, the rescuer, lost-message recovery,
-//! retention, worker-registry pruning and the queue-state refresh. Safe with any number of dispatchers: the
+//! retention, worker-registry pruning, the queue-state refresh and storage GC. Safe with any number of dispatchers: the
 //! ones that must do their work once per interval hold an advisory lock while they run.
 //!
 //! A new maintenance task is a file here implementing [`Task`], its `Service::start`
@@ -14,14 +14,17 @@ mod queue_state;
 mod rescuer;
 mod retention;
 mod service;
+pub mod storage_gc;
 mod worker_pruning;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use quire_shared::config::Settings;
 use quire_shared::db::PgPool;
 use quire_shared::db::maintenance::Retention as Ages;
 use quire_shared::redis_client::RedisPool;
+use quire_shared::storage::ObjectStore;
 use tokio_util::sync::CancellationToken;
 
 pub use claim_recovery::ClaimRecovery;
@@ -30,6 +33,7 @@ pub use queue_state::QueueStateRefresh;
 pub use rescuer::Rescuer;
 pub use retention::Retention;
 pub use service::{Service, Task};
+pub use storage_gc::StorageGc;
 pub use worker_pruning::WorkerPruning;
 
 const HOUR: u64 = 3600;
@@ -41,11 +45,12 @@ pub struct Maintenance {
 }
 
 impl Maintenance {
-    /// Starts every service on the process's pools; each stops at `shutdown`.
+    /// Starts every service on the process's pools and store; each stops at `shutdown`.
     pub fn start(
         settings: &Settings,
         pool: &PgPool,
         redis: &RedisPool,
+        store: &Arc<dyn ObjectStore>,
         shutdown: &CancellationToken,
     ) -> Self {
         let dispatcher = &settings.dispatcher;
@@ -85,6 +90,19 @@ impl Maintenance {
             Service::start(
                 Retention::new(pool.clone(), ages),
                 every(dispatcher.retention_interval_ms),
+                shutdown,
+            ),
+            Service::start(
+                StorageGc::new(
+                    pool.clone(),
+                    Arc::clone(store),
+                    storage_gc::Budget {
+                        grace: settings.storage_gc.grace(),
+                        batch_size: settings.storage_gc.batch_size,
+                        batches_per_pass: settings.storage_gc.batches_per_pass,
+                    },
+                ),
+                every(dispatcher.storage_gc_interval_ms),
                 shutdown,
             ),
             Service::start(

@@ -24,6 +24,7 @@ pub mod locks {
     pub const LOST_MESSAGES: i64 = 0x5155_4952_0002;
     pub const RETENTION: i64 = 0x5155_4952_0003;
     pub const QUEUE_STATE: i64 = 0x5155_4952_0004;
+    pub const STORAGE_GC: i64 = 0x5155_4952_0005;
 }
 
 #[derive(QueryableByName)]

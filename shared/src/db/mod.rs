@@ -19,6 +19,7 @@ pub mod queue_state;
 pub mod schema;
 pub mod search_indexes;
 pub mod stats;
+pub mod storage_gc;
 pub mod tenant_data;
 pub mod tenants;
 pub mod workers;

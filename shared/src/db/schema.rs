@@ -212,6 +212,16 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    storage_gc_cursor (id) {
+        id -> Bool,
+        after_key -> Nullable<Text>,
+        passes -> Int8,
+        sweeps -> Int8,
+        updated_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -236,4 +246,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     ops_sessions,
     queue_state_snapshot,
     queue_pauses,
+    storage_gc_cursor,
 );

@@ -125,6 +125,21 @@ impl TestContext {
         ]
     }
 
+    /// This test's object store, the one its processes use (the local store in its
+    /// storage folder).
+    pub fn store(&self) -> std::sync::Arc<dyn crate::storage::ObjectStore> {
+        std::sync::Arc::new(crate::storage::LocalStore::new(
+            &self.settings.storage.data_dir,
+        ))
+    }
+
+    /// The folder of the local store, when [`TestContext::store`] is local (`None` on
+    /// another backend): for the few tests of what only a local store has (staging
+    /// files, file times).
+    pub fn local_store_root(&self) -> Option<&std::path::Path> {
+        Some(self.settings.storage.data_dir.as_path())
+    }
+
     /// A pool on this test's database.
     pub fn pool(&self) -> crate::db::PgPool {
         crate::db::build_pool(&self.settings.database).expect("database pool")

@@ -1,0 +1,1 @@
+DROP TABLE storage_gc_cursor;
