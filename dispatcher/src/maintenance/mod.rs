@@ -1,8 +1,10 @@
 //! Dispatcher maintenance (DESIGN §5) as services, each on its own interval with its own
 //! error handling, so one failing (Redis down stops lost-message recovery) never holds
 //! up another: publication-claim recovery, the rescuer, lost-message recovery,
-//! retention, worker-registry pruning and the queue-state refresh. Safe with any number of dispatchers: the
-//! ones that must do their work once per interval hold an advisory lock while they run.
+//! retention, worker-registry pruning, the queue-state refresh and the schedule runner
+//! (periodic jobs). Safe with any number of dispatchers: the ones that must do their
+//! work once per interval hold an advisory lock while they run, and a schedule's slot is
+//! claimed once in PostgreSQL.
 //!
 //! A new maintenance task is a file here implementing [`Task`], its `Service::start`
 //! in [`Maintenance::start`], and its interval in `DispatcherSettings` and
@@ -13,6 +15,7 @@ mod lost_messages;
 mod queue_state;
 mod rescuer;
 mod retention;
+pub mod schedules;
 mod service;
 mod worker_pruning;
 
@@ -29,6 +32,7 @@ pub use lost_messages::LostMessages;
 pub use queue_state::QueueStateRefresh;
 pub use rescuer::Rescuer;
 pub use retention::Retention;
+pub use schedules::Schedules;
 pub use service::{Service, Task};
 pub use worker_pruning::WorkerPruning;
 
@@ -104,6 +108,11 @@ impl Maintenance {
                     every(dispatcher.queue_state_interval_ms),
                 ),
                 every((dispatcher.queue_state_interval_ms / 2).max(1)),
+                shutdown,
+            ),
+            Service::start(
+                Schedules::new(pool.clone(), settings),
+                every(settings.schedules.check_interval_ms),
                 shutdown,
             ),
         ];
