@@ -101,8 +101,7 @@ async fn overview(
         .unwrap_or_default(),
         per_minute: stats::finished_per_minute(&mut conn).await?,
         workers: workers::live(&mut conn).await?,
-        schedules: quire_shared::schedules::overview(&mut conn, &state.settings.schedules)
-            .await?,
+        schedules: quire_shared::schedules::overview(&mut conn, &state.settings.schedules).await?,
         failed: jobs::list_jobs(&mut conn, &list(vec![JobStatus::Failed], false)).await?,
         active: jobs::list_jobs(
             &mut conn,

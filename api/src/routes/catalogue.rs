@@ -24,8 +24,7 @@ pub async fn catalogue(
 ) -> Result<HttpResponse, ApiError> {
     let types: Vec<_> = public_job_types().collect();
     let mut conn = state.connection().await?;
-    let schedules =
-        quire_shared::schedules::overview(&mut conn, &state.settings.schedules).await?;
+    let schedules = quire_shared::schedules::overview(&mut conn, &state.settings.schedules).await?;
     Ok(HttpResponse::Ok().json(json!({
         "job_types": types,
         "retired_job_types": RETIRED_JOB_TYPES,

@@ -113,8 +113,15 @@ async fn the_catalogue_and_the_dashboard_show_each_schedules_last_and_next_run()
         trash["last_detail"],
         "0 purge jobs queued for 0 tenants; 0 documents skipped"
     );
-    let (last, next) = (time_of(&trash["last_run_at"]), time_of(&trash["next_run_at"]));
-    assert_eq!(next - last, time::Duration::hours(1), "the next slot, an hour on");
+    let (last, next) = (
+        time_of(&trash["last_run_at"]),
+        time_of(&trash["next_run_at"]),
+    );
+    assert_eq!(
+        next - last,
+        time::Duration::hours(1),
+        "the next slot, an hour on"
+    );
     assert!(time_of(&trash["last_finished_at"]) >= last);
 
     let page = dashboard(&app).await;
@@ -136,5 +143,8 @@ async fn the_catalogue_and_the_dashboard_show_each_schedules_last_and_next_run()
         .nth(1)
         .and_then(|rest| rest.split("</tr>").next())
         .expect("the scrub's row");
-    assert!(scrub.contains("never") && scrub.contains("disabled"), "{scrub}");
+    assert!(
+        scrub.contains("never") && scrub.contains("disabled"),
+        "{scrub}"
+    );
 }

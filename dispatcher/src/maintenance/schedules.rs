@@ -100,7 +100,12 @@ impl Task for Schedules {
             tracing::info!(schedule = name, run = slot.runs, next_run_at = %slot.next_run_at, "schedule slot claimed");
             let (outcome, detail) = match schedule.run(&self.pool, &slot).await {
                 Ok(detail) => {
-                    tracing::info!(schedule = name, run = slot.runs, detail, "scheduled run done");
+                    tracing::info!(
+                        schedule = name,
+                        run = slot.runs,
+                        detail,
+                        "scheduled run done"
+                    );
                     (Outcome::Succeeded, detail)
                 }
                 Err(error) => {

@@ -176,8 +176,15 @@ async fn eight_dispatchers_claiming_the_same_due_slot_run_it_exactly_once() {
         for pass in passes {
             ran.extend(pass.await.expect("pass"));
         }
-        assert_eq!(ran.len(), 1, "round {round}: exactly one dispatcher ran the slot");
-        assert_eq!(ran[0].slot.runs, round, "round {round}: one slot claimed per round");
+        assert_eq!(
+            ran.len(),
+            1,
+            "round {round}: exactly one dispatcher ran the slot"
+        );
+        assert_eq!(
+            ran[0].slot.runs, round,
+            "round {round}: one slot claimed per round"
+        );
         assert_eq!(ran[0].outcome, Outcome::Succeeded, "{}", ran[0].detail);
         make_due(&world.pool, ScheduleName::EmptyTrash).await;
     }
@@ -189,8 +196,7 @@ async fn eight_dispatchers_claiming_the_same_due_slot_run_it_exactly_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slot_missed_for_ten_intervals_runs_once_on_catch_up_and_the_next_lands_in_the_future()
-{
+async fn a_slot_missed_for_ten_intervals_runs_once_on_catch_up_and_the_next_lands_in_the_future() {
     let world = World::new().await;
     let every = Duration::from_secs(60);
     let name = "catch-up-test";
@@ -224,7 +230,11 @@ async fn a_slot_missed_for_ten_intervals_runs_once_on_catch_up_and_the_next_land
         .next_run_at;
     let mut claimed = Vec::new();
     for _ in 0..12 {
-        claimed.extend(schedules::claim(&mut conn, name, every).await.expect("claim"));
+        claimed.extend(
+            schedules::claim(&mut conn, name, every)
+                .await
+                .expect("claim"),
+        );
     }
     assert_eq!(claimed.len(), 1, "ten missed slots run once, not ten times");
     let slot = &claimed[0];
@@ -253,7 +263,11 @@ async fn a_dispatcher_back_after_ten_missed_slots_empties_the_trash_once() {
     let world = World::new().await;
     let settings = settings_with_only(&world, ScheduleName::EmptyTrash, 100);
     let dispatcher = Schedules::new(world.pool.clone(), &settings);
-    assert_eq!(run(&dispatcher).await.len(), 1, "the first slot runs at once");
+    assert_eq!(
+        run(&dispatcher).await.len(),
+        1,
+        "the first slot runs at once"
+    );
     on_schedule(
         &world.pool,
         "UPDATE schedules SET next_run_at = now() - interval '10 hours' WHERE name = $1",
@@ -271,8 +285,7 @@ async fn a_dispatcher_back_after_ten_missed_slots_empties_the_trash_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn trash_older_than_trash_days_gets_purge_jobs_and_younger_trash_and_live_documents_do_not()
-{
+async fn trash_older_than_trash_days_gets_purge_jobs_and_younger_trash_and_live_documents_do_not() {
     let world = World::new().await;
     let (expired, _) = document(&world, world.tenant_id, 2, Some(31)).await;
     let (young, _) = document(&world, world.tenant_id, 1, Some(29)).await;
@@ -286,7 +299,11 @@ async fn trash_older_than_trash_days_gets_purge_jobs_and_younger_trash_and_live_
         "1 purge jobs queued for 1 tenants; 0 documents skipped"
     );
     assert_eq!(purge_jobs(&world.pool, expired).await, 1);
-    assert_eq!(purge_jobs(&world.pool, young).await, 0, "29 days in the trash");
+    assert_eq!(
+        purge_jobs(&world.pool, young).await,
+        0,
+        "29 days in the trash"
+    );
     assert_eq!(purge_jobs(&world.pool, live).await, 0, "not in the trash");
     let job_request = count(
         &world.pool,
@@ -354,7 +371,11 @@ async fn emptying_the_trash_takes_tenants_in_turns() {
         .await;
     let mut a = Vec::new();
     for days in 31..37 {
-        a.push(document(&world, world.tenant_id, 1, Some(days + 10)).await.0);
+        a.push(
+            document(&world, world.tenant_id, 1, Some(days + 10))
+                .await
+                .0,
+        );
     }
     // Tenant B's trash is younger than all of A's: oldest-first alone would skip it.
     let mut b = Vec::new();

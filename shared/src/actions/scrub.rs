@@ -41,7 +41,9 @@ pub enum Scrubbed {
         pass_done: bool,
     },
     /// The last pass is complete and the next is not due before this time.
-    Idle { next_pass_at: Option<OffsetDateTime> },
+    Idle {
+        next_pass_at: Option<OffsetDateTime>,
+    },
     /// A later slot was claimed meanwhile: this run did nothing.
     Superseded,
 }
@@ -72,7 +74,10 @@ pub async fn step(
         let page = schedules::versions_after(conn, cursor, plan.max_per_slot).await?;
         let mut by_tenant: BTreeMap<Uuid, Vec<&ScrubbedVersion>> = BTreeMap::new();
         for version in page.iter().filter(|version| version.verifiable) {
-            by_tenant.entry(version.tenant_id).or_default().push(version);
+            by_tenant
+                .entry(version.tenant_id)
+                .or_default()
+                .push(version);
         }
         let mut queued = 0;
         for (tenant_id, versions) in by_tenant {

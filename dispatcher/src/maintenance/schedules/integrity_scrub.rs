@@ -52,7 +52,11 @@ impl Scheduled for IntegrityScrub {
                     pass_done,
                 } => format!(
                     "{walked} versions walked, {queued} verify jobs queued{}",
-                    if pass_done { "; the pass is complete" } else { "" }
+                    if pass_done {
+                        "; the pass is complete"
+                    } else {
+                        ""
+                    }
                 ),
                 Scrubbed::Idle { next_pass_at } => match next_pass_at
                     .and_then(|at| at.format(&Rfc3339).ok())
