@@ -13,7 +13,10 @@ pub struct Stack {
 
 impl Stack {
     pub fn start(namespace: &str, args: &BenchArgs) -> Result<Self, ProcessError> {
-        let mut dispatcher = launch("quire-dispatcher", namespace)?;
+        // A bench measures its own workload: no trash emptying or scrub beside it.
+        let mut dispatcher = launch("quire-dispatcher", namespace)?
+            .env("QUIRE__SCHEDULES__EMPTY_TRASH__ENABLED", "false")
+            .env("QUIRE__SCHEDULES__INTEGRITY_SCRUB__ENABLED", "false");
         if let Some(batch_size) = args.batch_size {
             dispatcher = dispatcher.env("QUIRE__DISPATCHER__BATCH_SIZE", batch_size.to_string());
         }

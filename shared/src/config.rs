@@ -64,6 +64,7 @@ pub struct Settings {
     pub jobs: JobSettings,
     pub dispatcher: DispatcherSettings,
     pub retention: RetentionSettings,
+    pub schedules: SchedulesSettings,
     pub worker: WorkerSettings,
     pub telemetry: TelemetrySettings,
     pub search: SearchSettings,
@@ -278,8 +279,6 @@ pub struct DispatcherSettings {
     pub lost_messages_interval_ms: u64,
     pub retention_interval_ms: u64,
     pub worker_pruning_interval_ms: u64,
-    /// Storage GC: one dispatcher per interval runs one bounded pass (`[storage_gc]`).
-    pub storage_gc_interval_ms: u64,
     pub lost_message_grace_seconds: u64,
     pub recovery_batch_size: i64,
     /// The queue's state (the gauges the API's admin listener serves) is computed at
@@ -296,6 +295,50 @@ pub struct RetentionSettings {
     pub finished_jobs_days: u64,
     pub failed_jobs_days: u64,
     pub batch_size: i64,
+}
+
+/// Periodic jobs (`[schedules]`), the one place they are configured. Each schedule's
+/// slot is claimed once across every dispatcher (`db::schedules::claim`); see
+/// `crate::schedules` for the catalogue.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulesSettings {
+    /// How often each dispatcher looks for a due slot; a slot runs at most this late.
+    pub check_interval_ms: u64,
+    pub empty_trash: EmptyTrashSchedule,
+    pub integrity_scrub: IntegrityScrubSchedule,
+    pub storage_gc: StorageGcSchedule,
+}
+
+/// `empty-trash`: purges documents trashed longer than `trash_days`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyTrashSchedule {
+    pub enabled: bool,
+    pub every_seconds: u64,
+    pub trash_days: u32,
+    /// Most `purge-document` jobs one slot enqueues, taken round-robin over tenants.
+    pub max_per_slot: i64,
+}
+
+/// `integrity-scrub`: verifies every stored version once per `scrub_days`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntegrityScrubSchedule {
+    pub enabled: bool,
+    pub every_seconds: u64,
+    pub scrub_days: u32,
+    /// Most versions one slot walks (and `verify-document` jobs it enqueues): the rate
+    /// limit. A pass covers `max_per_slot × slots per scrub_days` versions at most.
+    pub max_per_slot: i64,
+}
+
+/// `storage-gc`: the storage issue's collection of objects no row names.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageGcSchedule {
+    pub enabled: bool,
+    pub every_seconds: u64,
 }
 
 impl DispatcherSettings {
@@ -480,6 +523,20 @@ impl Settings {
             return unsafe_setting(
                 "server.tls_cert and server.tls_key are set together or not at all",
             );
+        }
+        let schedules = &self.schedules;
+        if schedules.check_interval_ms == 0
+            || schedules.empty_trash.every_seconds == 0
+            || schedules.integrity_scrub.every_seconds == 0
+            || schedules.storage_gc.every_seconds == 0
+        {
+            return unsafe_setting("schedules intervals must be at least 1");
+        }
+        if schedules.empty_trash.trash_days == 0 || schedules.integrity_scrub.scrub_days == 0 {
+            return unsafe_setting("schedules trash_days and scrub_days must be at least 1");
+        }
+        if schedules.empty_trash.max_per_slot < 1 || schedules.integrity_scrub.max_per_slot < 1 {
+            return unsafe_setting("schedules max_per_slot must be at least 1");
         }
         if self.redis.namespace.is_empty() || self.redis.namespace.contains(['{', '}']) {
             return unsafe_setting("redis.namespace must be non-empty and without braces");

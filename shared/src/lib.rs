@@ -18,6 +18,7 @@ pub mod queue_state;
 pub mod redis_client;
 pub mod retry;
 pub mod runtime;
+pub mod schedules;
 pub mod search;
 pub mod secret;
 pub mod shutdown;

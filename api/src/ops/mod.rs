@@ -1,6 +1,6 @@
 //! `/ops`: the operator dashboard. Server-rendered HTML without script: queue depths and
 //! throughput, jobs finished per minute over the last hour, outbox lag, live workers
-//! and their slots, failed jobs with their safe error and a retry button, queued and
+//! and their slots, the periodic jobs' last and next runs, failed jobs with their safe error and a retry button, queued and
 //! running jobs with a cancel button. Sign-in takes an operator token and opens a
 //! server-side session; see `session`.
 
@@ -101,6 +101,7 @@ async fn overview(
         .unwrap_or_default(),
         per_minute: stats::finished_per_minute(&mut conn).await?,
         workers: workers::live(&mut conn).await?,
+        schedules: quire_shared::schedules::overview(&mut conn, &state.settings.schedules).await?,
         failed: jobs::list_jobs(&mut conn, &list(vec![JobStatus::Failed], false)).await?,
         active: jobs::list_jobs(
             &mut conn,

@@ -4,6 +4,9 @@
 use quire_shared::db::jobs::Job;
 use quire_shared::db::stats::{Ages, EventCount, MinuteCount, QueueRow};
 use quire_shared::db::workers::WorkerRow;
+use quire_shared::schedules::ScheduleView;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -71,6 +74,7 @@ pub struct Overview {
     pub list_lengths: Vec<(String, i64)>,
     pub per_minute: Vec<MinuteCount>,
     pub workers: Vec<WorkerRow>,
+    pub schedules: Vec<ScheduleView>,
     pub failed: Vec<Job>,
     pub active: Vec<Job>,
     pub finished: Vec<Job>,
@@ -163,6 +167,43 @@ fn job_rows(jobs: &[Job], csrf: &str, action: Option<&str>) -> String {
     )
 }
 
+fn when(at: Option<OffsetDateTime>, otherwise: &str) -> String {
+    at.and_then(|at| at.format(&Rfc3339).ok())
+        .unwrap_or_else(|| otherwise.to_owned())
+}
+
+/// The periodic jobs: last run, its outcome and what it did, next run.
+fn schedule_rows(schedules: &[ScheduleView]) -> String {
+    let mut rows = String::new();
+    for schedule in schedules {
+        let outcome = schedule.last_outcome.as_deref().unwrap_or("");
+        let class = match outcome {
+            "failed" => "failed",
+            "succeeded" => "ok",
+            _ => "",
+        };
+        let next = if schedule.enabled {
+            when(schedule.next_run_at, "at the next check")
+        } else {
+            "disabled".to_owned()
+        };
+        rows.push_str(&format!(
+            "<tr id=\"schedule-{name}\"><td>{name}</td><td>{}</td><td>{}</td>\
+             <td class=\"{class}\">{}</td><td>{}</td><td>{}</td></tr>",
+            schedule.every_seconds,
+            escape(&when(schedule.last_run_at, "never")),
+            escape(outcome),
+            escape(schedule.last_detail.as_deref().unwrap_or("")),
+            escape(&next),
+            name = escape(schedule.name),
+        ));
+    }
+    format!(
+        "<table><tr><th>schedule</th><th>every (s)</th><th>last run</th><th>outcome</th>\
+         <th>what it did</th><th>next run</th></tr>{rows}</table>"
+    )
+}
+
 pub fn overview(view: &Overview) -> String {
     let live_slots: i32 = view.workers.iter().map(|worker| worker.slots).sum();
     let busy_slots: i32 = view.workers.iter().map(|worker| worker.busy).sum();
@@ -216,6 +257,7 @@ pub fn overview(view: &Overview) -> String {
          <section><h2>Jobs finished, last hour</h2>{}</section>\
          <section><h2>Queues</h2><table><tr><th>type</th><th>Redis list</th><th>queued</th><th>running</th>\
          <th>succeeded (1 h)</th><th>failed (1 h)</th></tr>{queues}</table></section>\
+         <section id=\"schedules\"><h2>Schedules</h2>{}</section>\
          <section id=\"failed\"><h2>Failed jobs</h2>{}</section>\
          <section id=\"active\"><h2>Queued and running (oldest first)</h2>{}</section>\
          <section id=\"finished\"><h2>Recently finished</h2>{}</section>\
@@ -227,6 +269,7 @@ pub fn overview(view: &Overview) -> String {
         view.ages.oldest_queued_seconds,
         view.workers.len(),
         chart(&view.per_minute),
+        schedule_rows(&view.schedules),
         job_rows(&view.failed, &view.csrf, Some("retry")),
         job_rows(&view.active, &view.csrf, Some("cancel")),
         job_rows(&view.finished, &view.csrf, None),

@@ -24,6 +24,7 @@ mod redis_outage;
 mod retry;
 mod route_walk;
 mod sandbox;
+mod schedules;
 mod search_bounds;
 mod stale_runs;
 mod statement_timeouts;

@@ -1,8 +1,10 @@
 //! Dispatcher maintenance (DESIGN §5) as services, each on its own interval with its own
 //! error handling, so one failing (Redis down stops lost-message recovery) never holds
 //! up another: publication-claim recovery, the rescuer, lost-message recovery,
-//! retention, worker-registry pruning, the queue-state refresh and storage GC. Safe with any number of dispatchers: the
-//! ones that must do their work once per interval hold an advisory lock while they run.
+//! retention, worker-registry pruning, the queue-state refresh and the schedule runner
+//! (periodic jobs: trash emptying, integrity scrub, storage GC). Safe with any number of dispatchers: the ones that must do their
+//! work once per interval hold an advisory lock while they run, and a schedule's slot is
+//! claimed once in PostgreSQL.
 //!
 //! A new maintenance task is a file here implementing [`Task`], its `Service::start`
 //! in [`Maintenance::start`], and its interval in `DispatcherSettings` and
@@ -13,6 +15,7 @@ mod lost_messages;
 mod queue_state;
 mod rescuer;
 mod retention;
+pub mod schedules;
 mod service;
 pub mod storage_gc;
 mod worker_pruning;
@@ -32,6 +35,7 @@ pub use lost_messages::LostMessages;
 pub use queue_state::QueueStateRefresh;
 pub use rescuer::Rescuer;
 pub use retention::Retention;
+pub use schedules::Schedules;
 pub use service::{Service, Task};
 pub use storage_gc::StorageGc;
 pub use worker_pruning::WorkerPruning;
@@ -93,19 +97,6 @@ impl Maintenance {
                 shutdown,
             ),
             Service::start(
-                StorageGc::new(
-                    pool.clone(),
-                    Arc::clone(store),
-                    storage_gc::Budget {
-                        grace: settings.storage_gc.grace(),
-                        batch_size: settings.storage_gc.batch_size,
-                        batches_per_pass: settings.storage_gc.batches_per_pass,
-                    },
-                ),
-                every(dispatcher.storage_gc_interval_ms),
-                shutdown,
-            ),
-            Service::start(
                 WorkerPruning::new(pool.clone()),
                 every(dispatcher.worker_pruning_interval_ms),
                 shutdown,
@@ -122,6 +113,11 @@ impl Maintenance {
                     every(dispatcher.queue_state_interval_ms),
                 ),
                 every((dispatcher.queue_state_interval_ms / 2).max(1)),
+                shutdown,
+            ),
+            Service::start(
+                Schedules::new(pool.clone(), settings, store),
+                every(settings.schedules.check_interval_ms),
                 shutdown,
             ),
         ];

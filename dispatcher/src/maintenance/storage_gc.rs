@@ -21,7 +21,11 @@ use quire_shared::metrics;
 use quire_shared::storage::{ListedObject, ObjectStore, StorageKey};
 use time::OffsetDateTime;
 
-use super::Task;
+use futures_util::future::BoxFuture;
+use quire_shared::db::schedules::Slot;
+use quire_shared::schedules::ScheduleName;
+
+use super::schedules::Scheduled;
 
 /// What a pass may do.
 #[derive(Debug, Clone, Copy)]
@@ -180,28 +184,48 @@ async fn collect_page(
 }
 
 /// The service: one pass per interval on the database clock.
+/// The `storage-gc` schedule: each slot this dispatcher claims runs one bounded pass
+/// (the schedule runner makes it once per slot across the fleet).
 pub struct StorageGc {
-    pool: PgPool,
     store: Arc<dyn ObjectStore>,
     budget: Budget,
 }
 
 impl StorageGc {
-    pub fn new(pool: PgPool, store: Arc<dyn ObjectStore>, budget: Budget) -> Self {
-        Self {
-            pool,
-            store,
-            budget,
-        }
+    pub fn new(store: Arc<dyn ObjectStore>, budget: Budget) -> Self {
+        Self { store, budget }
     }
 }
 
-impl Task for StorageGc {
-    /// What the pass did; `None` when another dispatcher held this interval.
-    type Report = Option<Swept>;
-    const NAME: &'static str = "storage-gc";
+impl Scheduled for StorageGc {
+    fn name(&self) -> ScheduleName {
+        ScheduleName::StorageGc
+    }
 
-    async fn run_once(&self) -> anyhow::Result<Option<Swept>> {
-        run_pass(&self.pool, &self.store, self.budget, Now::Database).await
+    fn run<'a>(
+        &'a self,
+        pool: &'a PgPool,
+        _slot: &'a Slot,
+    ) -> BoxFuture<'a, anyhow::Result<String>> {
+        async move {
+            Ok(
+                match run_pass(pool, &self.store, self.budget, Now::Database).await? {
+                    Some(swept) => format!(
+                        "{} objects listed, {} collected ({} bytes), {} errors{}",
+                        swept.listed,
+                        swept.collected,
+                        swept.collected_bytes,
+                        swept.errors,
+                        if swept.swept {
+                            "; the sweep is complete"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => "another dispatcher was collecting; nothing done".to_owned(),
+                },
+            )
+        }
+        .boxed()
     }
 }

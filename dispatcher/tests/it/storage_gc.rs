@@ -590,14 +590,18 @@ async fn dispatchers_racing_a_pass_collect_each_object_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_dispatcher_collects_orphans_on_its_interval() {
+async fn a_running_dispatcher_collects_orphans_on_its_schedule() {
     let world = World::new().await;
     let store = world.context.store();
     let (named, _) = uploaded(&world, store.as_ref()).await;
     let orphan = source_key(&world);
     put(store.as_ref(), &orphan, b"orphan").await;
     // No grace (the settings refuse it; a test may): the orphan is old at once.
-    world.start_dispatcher_with(|settings| settings.storage_gc.grace_seconds = 0);
+    world.start_dispatcher_with(|settings| {
+        settings.storage_gc.grace_seconds = 0;
+        settings.schedules.storage_gc.enabled = true;
+        settings.schedules.storage_gc.every_seconds = 1;
+    });
 
     eventually(DEADLINE, "the orphan collected", || {
         let store = Arc::clone(&store);

@@ -108,15 +108,15 @@ pub async fn delete(
             documents::find_document_including_trashed(conn, tenant_id, document_id)
                 .await?
                 .ok_or(ActionError::NotFound)?;
-            let purge = NewJob::new(
+            let job = queue_purge(
+                conn,
                 tenant_id,
-                PurgeDocument { document_id },
+                document_id,
                 caller.configured_attempts,
                 caller.request_id.clone(),
-            );
-            let job = jobs::enqueue_or_active(conn, &purge)
-                .await?
-                .ok_or(ActionError::NotFound)?;
+            )
+            .await?
+            .ok_or(ActionError::NotFound)?;
             Ok(Deleted::PurgeQueued(Box::new(job)))
         })
         .await?;
@@ -129,6 +129,26 @@ pub async fn delete(
         }
     }
     Ok(deleted)
+}
+
+/// The one way a purge is queued, for a document the caller found in the trash (a
+/// DELETE of a trashed document, the trash-emptying schedule): a `purge-document` job,
+/// or the active one (the partial unique index keeps one per document). Call inside the
+/// caller's transaction, after `hold_tenant`.
+pub(crate) async fn queue_purge(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+    configured_attempts: i32,
+    request_id: Option<String>,
+) -> Result<Option<Job>, DbError> {
+    let purge = NewJob::new(
+        tenant_id,
+        PurgeDocument { document_id },
+        configured_attempts,
+        request_id,
+    );
+    jobs::enqueue_or_active(conn, &purge).await
 }
 
 /// Takes a document out of the trash and withdraws a purge that has not started (its
@@ -238,11 +258,21 @@ async fn enqueue_each<J: BackgroundJob>(
                 caller.configured_attempts,
                 caller.request_id.clone(),
             );
-            results.push((document_id, jobs::enqueue_or_active(conn, &job).await?));
+            results.push((document_id, enqueue_bulk(conn, &job).await?));
         }
         Ok(results)
     })
     .await
+}
+
+/// Enqueues one job of bulk work — bulk re-analyze, bulk verify, the scheduled
+/// integrity scrub — or returns its active equivalent. The one place bulk work enters
+/// the queue, so its priority class is decided here for all of them.
+pub(crate) async fn enqueue_bulk<J: BackgroundJob>(
+    conn: &mut AsyncPgConnection,
+    job: &NewJob<J>,
+) -> Result<Option<Job>, DbError> {
+    jobs::enqueue_or_active(conn, job).await
 }
 
 /// An uploaded file, already streamed to the object store under `key`.

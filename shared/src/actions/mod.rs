@@ -10,7 +10,9 @@ pub mod documents;
 pub mod jobs;
 pub mod members;
 pub mod ops_sessions;
+pub mod scrub;
 pub mod tenants;
+pub mod trash;
 
 use diesel_async::AsyncPgConnection;
 

@@ -222,6 +222,21 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    schedules (name) {
+        name -> Text,
+        interval_ms -> Int8,
+        next_run_at -> Timestamptz,
+        last_run_at -> Nullable<Timestamptz>,
+        last_finished_at -> Nullable<Timestamptz>,
+        runs -> Int8,
+        last_outcome -> Nullable<Text>,
+        last_detail -> Nullable<Text>,
+        cursor_id -> Nullable<Uuid>,
+        pass_started_at -> Nullable<Timestamptz>,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -247,4 +262,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     queue_state_snapshot,
     queue_pauses,
     storage_gc_cursor,
+    schedules,
 );

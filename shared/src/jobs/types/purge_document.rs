@@ -48,7 +48,7 @@ impl BackgroundJob for PurgeDocument {
     const JOB_TYPE: &'static str = "purge-document";
     const DESCRIPTION: Description = Description {
         payload: &[("document_id", "uuid")],
-        enqueued_by: "DELETE of a trashed document",
+        enqueued_by: "DELETE of a trashed document, the empty-trash schedule",
         work: "remove every version and asset object, then the rows",
     };
     const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS documents_trashed_idx;
+DROP TABLE schedules;
