@@ -3,6 +3,7 @@
 
 mod accept_guard;
 mod auth;
+mod enqueue_limit;
 pub mod cli;
 mod error;
 mod ops;

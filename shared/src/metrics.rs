@@ -55,7 +55,7 @@ pub const LIVE_SLOTS_BUSY: &str = "quire_live_worker_slots_busy";
 pub const QUEUE_PAUSED: &str = "quire_queue_paused";
 pub const PAUSED_QUEUES: &str = "quire_paused_queues";
 pub const PAUSED_TENANTS: &str = "quire_paused_tenants";
-/// Label `route`: requests the enqueue rate limit refused (429).
+/// Requests the enqueue rate limit refused (429).
 pub const ENQUEUE_RATE_LIMITED: &str = "quire_enqueue_rate_limited_total";
 
 /// Seconds, from a millisecond to ten minutes.

@@ -6,7 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_tenants,
+    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
+    operator_tenants,
     trash,
 };
 use crate::views::{
@@ -46,6 +47,12 @@ use crate::views::{
         operator_tenants::suspend,
         operator_tenants::activate,
         operator_tenants::request_deletion,
+        operator_tenants::limits,
+        operator_tenants::pause,
+        operator_tenants::resume,
+        operator_queues::list,
+        operator_queues::pause,
+        operator_queues::resume,
         health::healthz,
         health::readyz,
     ),
@@ -65,7 +72,9 @@ use crate::views::{
         MemberView,
         TenantView,
         TenantJobView,
-        operator_tenants::NewTenant
+        operator_tenants::NewTenant,
+        operator_tenants::LimitsPatch,
+        operator_queues::QueueView
     )),
     modifiers(&BearerToken),
     security(("bearer" = []))

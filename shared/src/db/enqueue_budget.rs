@@ -80,6 +80,7 @@ pub async fn take(
     if row.admitted {
         return Ok(Taken::Admitted);
     }
+    metrics::counter!(crate::metrics::ENQUEUE_RATE_LIMITED).increment(1);
     // The budget as this statement's snapshot saw it; a concurrent take may have moved
     // it since, so the wait is a hint of at least a moment.
     let wait = row.wait_seconds.unwrap_or(1.0).clamp(0.001, 86_400.0);
