@@ -49,7 +49,9 @@ pub enum ApiError {
     UploadTimeout,
     /// The tenant enqueued more jobs than its rate allows (`enqueue_limit`); nothing was
     /// read or stored. `Retry-After` says when the budget holds this request again.
-    #[error("the tenant enqueues jobs faster than its rate allows; retry after {retry_after_seconds} s")]
+    #[error(
+        "the tenant enqueues jobs faster than its rate allows; retry after {retry_after_seconds} s"
+    )]
     RateLimited { retry_after_seconds: u64 },
     #[error("this route does not take that method")]
     MethodNotAllowed,

@@ -3,8 +3,8 @@
 
 mod accept_guard;
 mod auth;
-mod enqueue_limit;
 pub mod cli;
+mod enqueue_limit;
 mod error;
 mod ops;
 mod problem_fallback;

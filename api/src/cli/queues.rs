@@ -46,10 +46,9 @@ pub async fn run(command: QueueCommand, settings: &Settings) -> anyhow::Result<(
             names.sort_unstable();
             for queue in names {
                 match paused.iter().find(|pause| pause.queue == queue) {
-                    Some(pause) => println!(
-                        "{queue}\tpaused\t{}\t{}",
-                        pause.paused_at, pause.paused_by
-                    ),
+                    Some(pause) => {
+                        println!("{queue}\tpaused\t{}\t{}", pause.paused_at, pause.paused_by)
+                    }
                     None => println!("{queue}\trunning"),
                 }
             }
@@ -58,7 +57,10 @@ pub async fn run(command: QueueCommand, settings: &Settings) -> anyhow::Result<(
             let pause = scheduling::pause_queue(&mut conn, &queue, OPERATOR)
                 .await
                 .map_err(|error| refused(&queue, error))?;
-            println!("{}\tpaused\t{}\t{}", pause.queue, pause.paused_at, pause.paused_by);
+            println!(
+                "{}\tpaused\t{}\t{}",
+                pause.queue, pause.paused_at, pause.paused_by
+            );
         }
         QueueCommand::Resume { queue } => {
             let resumed = scheduling::resume_queue(&mut conn, &queue, OPERATOR)

@@ -21,8 +21,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/ops/controls", web::get().to(controls))
         .route("/ops/queues/{queue}/pause", web::post().to(pause_queue))
         .route("/ops/queues/{queue}/resume", web::post().to(resume_queue))
-        .route("/ops/tenants/{tenant_id}/pause", web::post().to(pause_tenant))
-        .route("/ops/tenants/{tenant_id}/resume", web::post().to(resume_tenant))
+        .route(
+            "/ops/tenants/{tenant_id}/pause",
+            web::post().to(pause_tenant),
+        )
+        .route(
+            "/ops/tenants/{tenant_id}/resume",
+            web::post().to(resume_tenant),
+        )
         .route("/ops/tenants/{tenant_id}/limits", web::post().to(limits));
 }
 
@@ -80,11 +86,7 @@ fn queue_rows(paused: &[QueuePause], csrf: &str) -> String {
         let pause = paused.iter().find(|pause| pause.queue == queue);
         let (state, control) = match pause {
             Some(pause) => (
-                format!(
-                    "paused {} by {}",
-                    pause.paused_at,
-                    escape(&pause.paused_by)
-                ),
+                format!("paused {} by {}", pause.paused_at, escape(&pause.paused_by)),
                 button(
                     &format!("/ops/queues/{queue}/resume"),
                     &format!("resume-queue-{queue}"),
@@ -200,7 +202,11 @@ async fn controls(
 
 /// The answer to a button: the notice of a refusal the operator can act on, an error
 /// otherwise.
-fn answered<T>(done: Result<T, ActionError>, ok: &str, missing: &str) -> Result<HttpResponse, ApiError> {
+fn answered<T>(
+    done: Result<T, ActionError>,
+    ok: &str,
+    missing: &str,
+) -> Result<HttpResponse, ApiError> {
     Ok(see_other(&match done {
         Ok(_) => notice(ok),
         Err(ActionError::NotFound) => notice(missing),

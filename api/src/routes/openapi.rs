@@ -7,8 +7,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants,
-    trash,
+    operator_tenants, trash,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,

@@ -209,7 +209,9 @@ pub async fn request_deletion(
 }
 
 /// Absent: unchanged; `null`: back to the configuration's default.
-fn named<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<i32>>, D::Error> {
+fn named<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<i32>>, D::Error> {
     Option::<i32>::deserialize(deserializer).map(Some)
 }
 

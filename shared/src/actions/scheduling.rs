@@ -55,7 +55,11 @@ pub async fn set_limits(
         change.enqueue_rate_per_second.flatten(),
         ENQUEUE_RATE_PER_SECOND,
     )?;
-    check("enqueue_burst", change.enqueue_burst.flatten(), ENQUEUE_BURST)?;
+    check(
+        "enqueue_burst",
+        change.enqueue_burst.flatten(),
+        ENQUEUE_BURST,
+    )?;
     let tenant = tenants::set_limits(conn, tenant_id, &change)
         .await?
         .ok_or(ActionError::NotFound)?;

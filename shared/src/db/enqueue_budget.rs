@@ -25,7 +25,9 @@ pub struct Rate {
 pub enum Taken {
     Admitted,
     /// Over the rate: nothing was taken; the budget holds `cost` again after `wait`.
-    Refused { wait: Duration },
+    Refused {
+        wait: Duration,
+    },
 }
 
 #[derive(QueryableByName)]

@@ -59,7 +59,11 @@ impl Holds {
             None
         } else if self.tenant_paused {
             Some(Held::TenantPaused)
-        } else if self.paused_queues.iter().any(|queue| *queue == job.job_type) {
+        } else if self
+            .paused_queues
+            .iter()
+            .any(|queue| *queue == job.job_type)
+        {
             Some(Held::QueuePaused)
         } else {
             None
@@ -148,10 +152,7 @@ pub async fn pause_tenant(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Resu
 
 /// `processing_paused_at = NULL` in one guarded statement; false when the tenant was not
 /// paused or does not exist.
-pub async fn resume_tenant(
-    conn: &mut AsyncPgConnection,
-    tenant_id: Uuid,
-) -> Result<bool, DbError> {
+pub async fn resume_tenant(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Result<bool, DbError> {
     Ok(diesel::update(
         tenants::table
             .find(tenant_id)
