@@ -59,11 +59,7 @@ impl Holds {
             None
         } else if self.tenant_paused {
             Some(Held::TenantPaused)
-        } else if self
-            .paused_queues
-            .iter()
-            .any(|queue| *queue == job.job_type)
-        {
+        } else if self.paused_queues.contains(&job.job_type) {
             Some(Held::QueuePaused)
         } else {
             None
