@@ -47,6 +47,12 @@ pub enum ApiError {
     /// The upload's body stopped arriving (`server.upload_read_timeout_ms` without a byte).
     #[error("the upload's body stopped arriving; send it again")]
     UploadTimeout,
+    /// The tenant enqueued more jobs than its rate allows (`enqueue_limit`); nothing was
+    /// read or stored. `Retry-After` says when the budget holds this request again.
+    #[error(
+        "the tenant enqueues jobs faster than its rate allows; retry after {retry_after_seconds} s"
+    )]
+    RateLimited { retry_after_seconds: u64 },
     #[error("this route does not take that method")]
     MethodNotAllowed,
     #[error("this route answers application/json only")]
@@ -130,6 +136,7 @@ impl ApiError {
             | Self::Conflict { code, .. } => code,
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::UploadTimeout => "upload_timeout",
+            Self::RateLimited { .. } => "enqueue_rate_limited",
             Self::UnsupportedMediaType => "unsupported_file_type",
             Self::NotMultipart => "unsupported_content_type",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -152,6 +159,7 @@ impl ApiError {
             Self::Conflict { .. } => "Conflict",
             Self::PayloadTooLarge { .. } => "Payload too large",
             Self::UploadTimeout => "Request timeout",
+            Self::RateLimited { .. } => "Too many requests",
             Self::UnsupportedMediaType | Self::NotMultipart => "Unsupported media type",
             Self::MethodNotAllowed => "Method not allowed",
             Self::NotAcceptable => "Not acceptable",
@@ -253,6 +261,7 @@ impl ResponseError for ApiError {
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UploadTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::UnsupportedMediaType | Self::NotMultipart => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
@@ -301,6 +310,12 @@ impl ResponseError for ApiError {
         if matches!(self, Self::Unavailable(_) | Self::DatabaseTimeout) {
             // Long enough for a database restart or failover, short enough to feel live.
             response.insert_header(("Retry-After", "5"));
+        }
+        if let Self::RateLimited {
+            retry_after_seconds,
+        } = self
+        {
+            response.insert_header(("Retry-After", retry_after_seconds.to_string()));
         }
         if matches!(self, Self::UploadTimeout) {
             // The rest of the body may still come: the connection cannot be reused.

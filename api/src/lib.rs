@@ -4,6 +4,7 @@
 mod accept_guard;
 mod auth;
 pub mod cli;
+mod enqueue_limit;
 mod error;
 mod ops;
 mod problem_fallback;

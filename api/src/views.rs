@@ -4,6 +4,7 @@
 use quire_shared::db::documents::{Document, DocumentVersion};
 use quire_shared::db::jobs::Job;
 use quire_shared::db::members::Member;
+use quire_shared::db::pauses::{Held, Holds};
 use quire_shared::db::tenants::Tenant;
 use quire_shared::permissions::CapabilitySet;
 use quire_shared::states::{DocumentStatus, JobStatus, TenantStatus};
@@ -113,6 +114,22 @@ pub struct JobView {
     pub finished_at: Option<OffsetDateTime>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// Why a `QUEUED` job does not run now: `tenant_paused` (its tenant's processing is
+    /// paused) or `queue_paused` (its job type's queue is); `null` when nothing holds
+    /// it. A held job keeps its place and continues on resume.
+    #[schema(value_type = Option<String>, example = "tenant_paused")]
+    pub held: Option<&'static str>,
+}
+
+impl JobView {
+    /// The view with what holds the job, read once for its tenant (`pauses::holds`).
+    pub fn held_by(job: Job, holds: &Holds) -> Self {
+        let held = holds.of(&job).map(Held::as_str);
+        Self {
+            held,
+            ..Self::from(job)
+        }
+    }
 }
 
 impl From<Job> for JobView {
@@ -128,6 +145,7 @@ impl From<Job> for JobView {
             finished_at: job.finished_at,
             error_code: job.error_code,
             error_message: job.error_message,
+            held: None,
         }
     }
 }
@@ -176,6 +194,18 @@ pub struct TenantView {
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
+    /// Its weight in the fair share between tenants (1 to 1000; default 1).
+    pub share_weight: i32,
+    /// Its cap on concurrently running jobs; `null`: the configuration's
+    /// `scheduling.max_running_per_tenant`.
+    pub max_running_jobs: Option<i32>,
+    /// Its enqueue rate on the API, jobs per second; `null`: `enqueue_limit.per_second`.
+    pub enqueue_rate_per_second: Option<i32>,
+    /// Jobs it may enqueue at once; `null`: `enqueue_limit.burst`.
+    pub enqueue_burst: Option<i32>,
+    /// Since when its processing is paused (its queued jobs held); `null`: not paused.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub processing_paused_at: Option<OffsetDateTime>,
 }
 
 impl From<Tenant> for TenantView {
@@ -184,6 +214,11 @@ impl From<Tenant> for TenantView {
             id: tenant.id,
             name: tenant.name,
             status: tenant.status,
+            share_weight: tenant.share_weight,
+            max_running_jobs: tenant.max_running_jobs,
+            enqueue_rate_per_second: tenant.enqueue_rate_per_second,
+            enqueue_burst: tenant.enqueue_burst,
+            processing_paused_at: tenant.processing_paused_at,
             created_at: tenant.created_at,
             updated_at: tenant.updated_at,
         }

@@ -69,6 +69,19 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     pub search: SearchSettings,
     pub analysis: AnalysisSettings,
+    pub enqueue_limit: EnqueueLimitSettings,
+}
+
+/// The API's enqueue rate limit per tenant (uploads, bulk re-analyze and verify, retry):
+/// over it a request answers 429 with `Retry-After`. A tenant's own
+/// `enqueue_rate_per_second` / `enqueue_burst` override these.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueLimitSettings {
+    /// Jobs per second a tenant may enqueue on average; 0: no limit (no statement).
+    pub per_second: i32,
+    /// Jobs a tenant may enqueue at once, on top of the average.
+    pub burst: i32,
 }
 
 /// How a numeric date with two small parts (`03/04/2024`) is read.

@@ -11,6 +11,7 @@ pub mod health;
 pub mod integrity;
 pub mod jobs;
 pub mod metrics;
+pub mod pause_gauges;
 pub mod permissions;
 pub mod probe_listener;
 pub mod process;

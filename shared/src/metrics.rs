@@ -57,6 +57,14 @@ pub const QUEUE_LENGTH: &str = "quire_queue_length";
 pub const WORKERS_LIVE: &str = "quire_workers_live";
 pub const LIVE_SLOTS: &str = "quire_live_worker_slots";
 pub const LIVE_SLOTS_BUSY: &str = "quire_live_worker_slots_busy";
+// Pauses: read at each scrape by the API's admin listener (`pause_gauges`), two reads of
+// tiny sets (the `queue_pauses` table, a partial index of paused tenants).
+/// Label `queue`: 1 for each paused queue (job types: bounded).
+pub const QUEUE_PAUSED: &str = "quire_queue_paused";
+pub const PAUSED_QUEUES: &str = "quire_paused_queues";
+pub const PAUSED_TENANTS: &str = "quire_paused_tenants";
+/// Requests the enqueue rate limit refused (429).
+pub const ENQUEUE_RATE_LIMITED: &str = "quire_enqueue_rate_limited_total";
 
 /// Seconds, from a millisecond to ten minutes.
 const SECONDS_BUCKETS: &[f64] = &[

@@ -47,6 +47,7 @@ async fn metrics(probes: web::Data<Probes>) -> HttpResponse {
     let mut body = crate::metrics::render();
     if probes.scrape == Scrape::WithQueueState {
         body.push_str(&crate::queue_state::render_stored(&probes.pool).await);
+        body.push_str(&crate::pause_gauges::render(&probes.pool).await);
     }
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")

@@ -96,7 +96,7 @@ pub async fn claim(context: &WorkerContext, deliveries: Vec<Delivery>) -> Vec<Cl
         tracing::debug!(
             job_id = %message.job_id,
             task_id = %message.task_id,
-            "message claims nothing: duplicate, stale or finished"
+            "message claims nothing: duplicate, stale, finished or held by a pause"
         );
     }
     if !pending.is_empty() {

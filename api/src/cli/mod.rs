@@ -3,6 +3,7 @@
 
 mod deletion;
 mod inspect;
+mod queues;
 mod sessions;
 mod tenants;
 
@@ -28,10 +29,16 @@ pub struct Cli {
 pub enum Command {
     /// Apply pending database migrations (embedded in this binary).
     Migrate,
-    /// Manage tenants: create, list, suspend, activate, delete, reset.
+    /// Manage tenants: create, list, show, suspend, activate, limits, pause, resume,
+    /// delete, reset.
     Tenant {
         #[command(subcommand)]
         command: TenantCommand,
+    },
+    /// List, pause and resume queues (one per job type).
+    Queue {
+        #[command(subcommand)]
+        command: queues::QueueCommand,
     },
     /// Inspect, retry and cancel jobs.
     Jobs {
@@ -92,6 +99,7 @@ pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
             }
         }
         Command::Tenant { command } => tenants::run(command, &settings).await?,
+        Command::Queue { command } => queues::run(command, &settings).await?,
         Command::Jobs { command } => inspect::jobs(command, &settings).await?,
         Command::Stats => inspect::stats(&settings).await?,
         Command::Workers => inspect::workers(&settings).await?,

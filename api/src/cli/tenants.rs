@@ -1,5 +1,5 @@
-//! `quire-admin tenant …`. Create, suspend and activate use the same library functions
-//! as the admin routes, straight against the database; delete and reset are signed here
+//! `quire-admin tenant …`. Create, suspend, activate, limits, pause and resume use the
+//! same library functions as the admin routes, straight against the database; delete and reset are signed here
 //! and submitted to the API, which checks them before anything changes.
 
 use std::time::Duration;
@@ -8,10 +8,11 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use diesel_async::AsyncPgConnection;
 use quire_shared::actions::ActionError;
+use quire_shared::actions::scheduling;
 use quire_shared::actions::tenants as tenant_actions;
 use quire_shared::config::Settings;
 use quire_shared::db::members;
-use quire_shared::db::tenants::{self, Tenant};
+use quire_shared::db::tenants::{self, LimitsChange, Tenant};
 use quire_shared::permissions::{CapabilitySet, MemberSpec};
 use quire_shared::signing::DeletionAction;
 use quire_shared::states::TenantStatus;
@@ -59,12 +60,93 @@ pub enum TenantCommand {
         #[arg(long)]
         tenant: String,
     },
+    /// Show a tenant with its limits and pause.
+    Show {
+        /// Tenant id or name.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Set a tenant's limits; those not named stay as they are, "default" gives one back
+    /// to the configuration.
+    Limits {
+        /// Tenant id or name.
+        #[arg(long)]
+        tenant: String,
+        /// Weight in the fair share between tenants, 1 to 1000.
+        #[arg(long)]
+        share_weight: Option<i32>,
+        /// Cap on concurrently running jobs (1 to 100000), or "default".
+        #[arg(long, value_parser = parse_limit)]
+        max_running_jobs: Option<Limit>,
+        /// Enqueue rate on the API in jobs per second (1 to 100000), or "default".
+        #[arg(long, value_parser = parse_limit)]
+        enqueue_rate_per_second: Option<Limit>,
+        /// Jobs enqueued at once (1 to 100000), or "default".
+        #[arg(long, value_parser = parse_limit)]
+        enqueue_burst: Option<Limit>,
+    },
+    /// Pause a tenant's processing: its queued jobs are held (not failed) until resumed.
+    Pause {
+        /// Tenant id or name.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Resume a tenant's processing: its held jobs continue.
+    Resume {
+        /// Tenant id or name.
+        #[arg(long)]
+        tenant: String,
+    },
     /// Delete a tenant: wipe its documents, members and index, then remove it (with
     /// --remove-tenant) or leave it in --final-status. Signed and sent to the API.
     Delete(DeletionArgs),
     /// Reset a tenant: wipe its documents and index, keep its members, leave it in
     /// --final-status (default suspended). Signed and sent to the API.
     Reset(DeletionArgs),
+}
+
+/// A nullable limit on the command line: a number, or the configuration's default.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit(Option<i32>);
+
+fn parse_limit(text: &str) -> Result<Limit, String> {
+    if text == "default" {
+        return Ok(Limit(None));
+    }
+    text.parse()
+        .map(|value| Limit(Some(value)))
+        .map_err(|_| format!("{text:?} is neither a number nor \"default\""))
+}
+
+/// Who the pauses and limits name: the command line has no operator token.
+const OPERATOR: &str = "quire-admin";
+
+/// One line: id, name, status, then each limit (`default` for the configuration's) and
+/// the pause (`-` when not paused).
+fn print_controls(tenant: &Tenant) {
+    let limit = |value: Option<i32>| value.map_or("default".to_owned(), |value| value.to_string());
+    println!(
+        "{}\t{}\t{}\tshare_weight={}\tmax_running_jobs={}\tenqueue_rate_per_second={}\tenqueue_burst={}\tpaused_at={}",
+        tenant.id,
+        tenant.name,
+        tenant.status,
+        tenant.share_weight,
+        limit(tenant.max_running_jobs),
+        limit(tenant.enqueue_rate_per_second),
+        limit(tenant.enqueue_burst),
+        tenant
+            .processing_paused_at
+            .map_or("-".to_owned(), |at| at.to_string()),
+    );
+}
+
+/// An action's refusal as the command says it.
+fn refused(tenant: &str, error: ActionError) -> anyhow::Error {
+    match error {
+        ActionError::NotFound => anyhow::anyhow!("no tenant {tenant:?}"),
+        ActionError::Invalid { detail, .. } => anyhow::anyhow!(detail),
+        other => anyhow::Error::from(other).context("change the tenant"),
+    }
 }
 
 fn parse_member(text: &str) -> Result<MemberSpec, String> {
@@ -199,6 +281,40 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
         TenantCommand::Activate { tenant } => {
             let found = find(&mut conn, &tenant).await?;
             print_moved(&tenant, tenant_actions::activate(&mut conn, found.id).await)?;
+        }
+        TenantCommand::Show { tenant } => print_controls(&find(&mut conn, &tenant).await?),
+        TenantCommand::Limits {
+            tenant,
+            share_weight,
+            max_running_jobs,
+            enqueue_rate_per_second,
+            enqueue_burst,
+        } => {
+            let found = find(&mut conn, &tenant).await?;
+            let change = LimitsChange {
+                share_weight,
+                max_running_jobs: max_running_jobs.map(|limit| limit.0),
+                enqueue_rate_per_second: enqueue_rate_per_second.map(|limit| limit.0),
+                enqueue_burst: enqueue_burst.map(|limit| limit.0),
+            };
+            let changed = scheduling::set_limits(&mut conn, found.id, change, OPERATOR)
+                .await
+                .map_err(|error| refused(&tenant, error))?;
+            print_controls(&changed);
+        }
+        TenantCommand::Pause { tenant } => {
+            let found = find(&mut conn, &tenant).await?;
+            let paused = scheduling::pause_tenant(&mut conn, found.id, OPERATOR)
+                .await
+                .map_err(|error| refused(&tenant, error))?;
+            print_controls(&paused);
+        }
+        TenantCommand::Resume { tenant } => {
+            let found = find(&mut conn, &tenant).await?;
+            let (resumed, _) = scheduling::resume_tenant(&mut conn, found.id, OPERATOR)
+                .await
+                .map_err(|error| refused(&tenant, error))?;
+            print_controls(&resumed);
         }
         TenantCommand::Delete(_) | TenantCommand::Reset(_) => {}
     }

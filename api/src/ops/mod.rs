@@ -4,6 +4,7 @@
 //! running jobs with a cancel button. Sign-in takes an operator token and opens a
 //! server-side session; see `session`.
 
+mod controls;
 mod page;
 mod session;
 
@@ -31,7 +32,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/ops/login", web::post().to(login))
         .route("/ops/logout", web::post().to(logout))
         .route("/ops/jobs/{job_id}/retry", web::post().to(retry))
-        .route("/ops/jobs/{job_id}/cancel", web::post().to(cancel));
+        .route("/ops/jobs/{job_id}/cancel", web::post().to(cancel))
+        .configure(controls::configure);
 }
 
 fn html(body: String) -> HttpResponse {
@@ -121,6 +123,7 @@ async fn overview(
         )
         .await?,
         notice: query.into_inner().notice,
+        paused: controls::paused_section(&mut conn).await?,
     };
     Ok(html(page::overview(&view)))
 }

@@ -32,7 +32,7 @@ td,th{text-align:left;padding:4px 8px;border-bottom:1px solid #eef0f4;font-varia
 .failed{color:#b42318}.ok{color:#067647}button{cursor:pointer}form{display:inline}\
 .login{max-width:420px;margin:80px auto}input[type=password]{width:100%;padding:6px;margin:8px 0}";
 
-fn document(title: &str, body: &str, refresh: bool) -> String {
+pub(super) fn document(title: &str, body: &str, refresh: bool) -> String {
     let refresh = if refresh {
         "<meta http-equiv=\"refresh\" content=\"10\">"
     } else {
@@ -79,6 +79,8 @@ pub struct Overview {
     pub active: Vec<Job>,
     pub finished: Vec<Job>,
     pub notice: Option<String>,
+    /// The "Paused" section (`controls::paused_section`), or nothing.
+    pub paused: String,
 }
 
 fn chart(per_minute: &[MinuteCount]) -> String {
@@ -248,7 +250,7 @@ pub fn overview(view: &Overview) -> String {
     let body = format!(
         "<header><h1>Quire operations</h1><div>{} \
          <form method=\"post\" action=\"/ops/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <button type=\"submit\">Sign out</button></form></div></header><main>{notice}\
+         <button type=\"submit\">Sign out</button></form> <a href=\"/ops/controls\" style=\"color:#fff\">Controls</a></div></header><main>{notice}{}\
          <div class=\"cards\">\
          <section class=\"card\"><h2>Outbox lag</h2><div class=\"big\" id=\"outbox-lag\">{:.1} s</div>{pending} pending events</section>\
          <section class=\"card\"><h2>Oldest queued job</h2><div class=\"big\">{:.1} s</div></section>\
@@ -265,6 +267,7 @@ pub fn overview(view: &Overview) -> String {
          </main>",
         escape(&view.operator),
         escape(&view.csrf),
+        view.paused,
         view.ages.outbox_lag_seconds,
         view.ages.oldest_queued_seconds,
         view.workers.len(),

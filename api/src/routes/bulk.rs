@@ -5,6 +5,7 @@
 
 use actix_web::{HttpResponse, web};
 use quire_shared::actions::documents::{self as document_actions, BulkResult};
+use quire_shared::db::pauses::{self, Holds};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -29,12 +30,12 @@ pub struct VerifyRequest {
 }
 
 /// The bulk answer: each document's job, or `not_found`.
-fn answer(results: Vec<BulkResult>) -> HttpResponse {
+fn answer(results: Vec<BulkResult>, holds: &Holds) -> HttpResponse {
     let results: Vec<_> = results
         .into_iter()
         .map(|(document_id, job)| match job {
             Some(job) => {
-                json!({ "document_id": document_id, "job": JobView::from(job), "error": null })
+                json!({ "document_id": document_id, "job": JobView::held_by(job, holds), "error": null })
             }
             None => json!({ "document_id": document_id, "job": null, "error": "not_found" }),
         })
@@ -48,6 +49,7 @@ fn answer(results: Vec<BulkResult>) -> HttpResponse {
     responses(
         (status = 202, description = "{results: [{document_id, job, error}]}: the job of each document, existing or new"),
         (status = 422, description = "no ids, or more than 100", body = ProblemView, content_type = "application/problem+json"),
+        (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "not a member, no documents:write, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -59,6 +61,8 @@ pub async fn reanalyze(
     body: web::Json<ReanalyzeRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let request = body.into_inner();
+    // One job per document named (at most the burst: see `enqueue_budget::take`).
+    crate::enqueue_limit::admit(&state, caller.tenant_id, request.ids.len(), "reanalyze").await?;
     let mut conn = state.connection().await?;
     let results = document_actions::reanalyze(
         &mut conn,
@@ -67,7 +71,8 @@ pub async fn reanalyze(
         request.force,
     )
     .await?;
-    Ok(answer(results))
+    let holds = pauses::holds(&mut conn, caller.tenant_id).await?;
+    Ok(answer(results, &holds))
 }
 
 /// Integrity check only: the document's status stays as it is unless its bytes no longer
@@ -78,6 +83,7 @@ pub async fn reanalyze(
     responses(
         (status = 202, description = "{results: [{document_id, job, error}]}: the verify-document job of each document, existing or new"),
         (status = 422, description = "no ids, or more than 100", body = ProblemView, content_type = "application/problem+json"),
+        (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "not a member, no documents:write, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -88,12 +94,11 @@ pub async fn verify(
     caller: DocumentWriter,
     body: web::Json<VerifyRequest>,
 ) -> Result<HttpResponse, ApiError> {
+    let ids = body.into_inner().ids;
+    crate::enqueue_limit::admit(&state, caller.tenant_id, ids.len(), "verify").await?;
     let mut conn = state.connection().await?;
-    let results = document_actions::verify(
-        &mut conn,
-        &state.document_caller(&caller),
-        &body.into_inner().ids,
-    )
-    .await?;
-    Ok(answer(results))
+    let results =
+        document_actions::verify(&mut conn, &state.document_caller(&caller), &ids).await?;
+    let holds = pauses::holds(&mut conn, caller.tenant_id).await?;
+    Ok(answer(results, &holds))
 }

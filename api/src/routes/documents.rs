@@ -17,7 +17,7 @@ use crate::auth::{DocumentReader, DocumentWriter};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::upload;
-use crate::views::{DocumentView, ProblemView, UploadForm, UploadView};
+use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView};
 
 /// Room for multipart framing and a title around the file itself.
 const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
@@ -61,6 +61,7 @@ fn is_multipart_form(request: &HttpRequest) -> bool {
         (status = 413, description = "larger than the upload limit", body = ProblemView, content_type = "application/problem+json"),
         (status = 415, description = "not multipart, or a file type outside the allowlist", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "empty file or invalid title", body = ProblemView, content_type = "application/problem+json"),
+        (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
@@ -80,6 +81,8 @@ pub async fn upload(
     if !is_multipart_form(&request) {
         return Err(ApiError::NotMultipart);
     }
+    // Before a byte of the body is read or stored: a tenant over its rate costs nothing.
+    crate::enqueue_limit::admit(&state, caller.tenant_id, 1, "upload").await?;
     let timed_out = Rc::new(Cell::new(false));
     let timeout = Duration::from_millis(state.settings.server.upload_read_timeout_ms);
     let body = upload::read_limited(payload, timeout, timed_out.clone());
@@ -127,11 +130,12 @@ pub async fn upload(
         reject_duplicates,
     )
     .await?;
+    let holds = quire_shared::db::pauses::holds(&mut conn, caller.tenant_id).await?;
     Ok(HttpResponse::Created()
         .insert_header(("Location", format!("/api/documents/{}", document.id)))
         .json(UploadView {
             document: DocumentView::new(document, Some(version)),
-            job: job.into(),
+            job: JobView::held_by(job, &holds),
         }))
 }
 

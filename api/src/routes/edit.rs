@@ -155,8 +155,15 @@ pub async fn patch(
         job,
         labels: document_labels,
     } = edited;
+    let job = match job {
+        Some(job) => {
+            let holds = quire_shared::db::pauses::holds(&mut conn, caller.tenant_id).await?;
+            Some(JobView::held_by(job, &holds))
+        }
+        None => None,
+    };
     Ok(HttpResponse::Ok().json(json!({
         "document": DocumentView::new(document, version).with_labels(document_labels),
-        "job": job.map(JobView::from),
+        "job": job,
     })))
 }

@@ -2,7 +2,7 @@
 
 use actix_web::{HttpResponse, web};
 use quire_shared::actions::jobs::{self as job_actions, JobScope};
-use quire_shared::db::{documents, jobs};
+use quire_shared::db::{documents, jobs, pauses};
 use uuid::Uuid;
 
 use crate::auth::{DocumentReader, DocumentWriter};
@@ -30,10 +30,11 @@ pub async fn list(
     documents::find_document(&mut conn, caller.tenant_id, document_id)
         .await?
         .ok_or(ApiError::NotFound)?;
+    let holds = pauses::holds(&mut conn, caller.tenant_id).await?;
     let jobs: Vec<JobView> = jobs::list_document_jobs(&mut conn, caller.tenant_id, document_id)
         .await?
         .into_iter()
-        .map(JobView::from)
+        .map(|job| JobView::held_by(job, &holds))
         .collect();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "jobs": jobs })))
 }
@@ -61,7 +62,8 @@ pub async fn get(
     let job = jobs::find_document_job(&mut conn, caller.tenant_id, document_id, job_id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    Ok(HttpResponse::Ok().json(JobView::from(job)))
+    let holds = pauses::holds(&mut conn, caller.tenant_id).await?;
+    Ok(HttpResponse::Ok().json(JobView::held_by(job, &holds)))
 }
 
 /// `POST /api/documents/{id}/processing-jobs/{job_id}/retry`: `FAILED → QUEUED` with a
@@ -73,6 +75,7 @@ pub async fn get(
         (status = 202, description = "queued again with a fresh attempt budget", body = JobView),
         (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "job_not_failed (with current_status) or job_already_active", body = ProblemView, content_type = "application/problem+json"),
+        (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
@@ -88,9 +91,10 @@ pub async fn retry(
         generation: caller.tenant_generation,
         document_id,
     };
+    crate::enqueue_limit::admit(&state, caller.tenant_id, 1, "retry").await?;
     let mut conn = state.connection().await?;
     let job =
         job_actions::retry(&mut conn, scope, job_id, state.settings.jobs.max_attempts).await?;
-
-    Ok(HttpResponse::Accepted().json(JobView::from(job)))
+    let holds = pauses::holds(&mut conn, caller.tenant_id).await?;
+    Ok(HttpResponse::Accepted().json(JobView::held_by(job, &holds)))
 }

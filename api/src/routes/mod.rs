@@ -12,6 +12,7 @@ mod jobs;
 mod listing;
 mod members;
 mod openapi;
+mod operator_queues;
 mod operator_tenants;
 mod trash;
 
@@ -97,6 +98,12 @@ route_table! {
         "/tenants/{tenant_id}/suspend" { post => operator_tenants::suspend }
         "/tenants/{tenant_id}/activate" { post => operator_tenants::activate }
         "/tenants/{tenant_id}/deletion" { post => operator_tenants::request_deletion }
+        "/tenants/{tenant_id}/limits" { patch => operator_tenants::limits }
+        "/tenants/{tenant_id}/pause" { post => operator_tenants::pause }
+        "/tenants/{tenant_id}/resume" { post => operator_tenants::resume }
+        "/queues" { get => operator_queues::list }
+        "/queues/{queue}/pause" { post => operator_queues::pause }
+        "/queues/{queue}/resume" { post => operator_queues::resume }
     }
     tenant "/api" {
         "/documents" { post => documents::upload, get => listing::list }

@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_tenants,
-    trash,
+    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
+    operator_tenants, trash,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
@@ -46,6 +46,12 @@ use crate::views::{
         operator_tenants::suspend,
         operator_tenants::activate,
         operator_tenants::request_deletion,
+        operator_tenants::limits,
+        operator_tenants::pause,
+        operator_tenants::resume,
+        operator_queues::list,
+        operator_queues::pause,
+        operator_queues::resume,
         health::healthz,
         health::readyz,
     ),
@@ -65,7 +71,9 @@ use crate::views::{
         MemberView,
         TenantView,
         TenantJobView,
-        operator_tenants::NewTenant
+        operator_tenants::NewTenant,
+        operator_tenants::LimitsPatch,
+        operator_queues::QueueView
     )),
     modifiers(&BearerToken),
     security(("bearer" = []))

@@ -1,10 +1,13 @@
 //! Tenant administration (operator token): create (through provision-tenant), list, get
-//! (with its lifecycle jobs), suspend, activate, and the signed deletion or reset request.
+//! (with its lifecycle jobs), suspend, activate, the signed deletion or reset request,
+//! its limits, and pausing or resuming its processing.
 //! Tenant ids are the operator's to know, so a missing tenant answers 404.
 
 use actix_web::{HttpResponse, web};
+use quire_shared::actions::scheduling;
 use quire_shared::actions::tenants as tenant_actions;
-use quire_shared::db::{jobs, tenants};
+use quire_shared::db::tenants::LimitsChange;
+use quire_shared::db::{jobs, pauses, tenants};
 use quire_shared::jobs::DeleteTenant as DeleteTenantPayload;
 use quire_shared::permissions::MemberSpec;
 use serde::Deserialize;
@@ -109,10 +112,11 @@ pub async fn get(
     let tenant = tenants::find_tenant(&mut conn, tenant_id)
         .await?
         .ok_or(ApiError::NotFound)?;
+    let holds = pauses::holds(&mut conn, tenant_id).await?;
     let jobs: Vec<JobView> = jobs::list_tenant_jobs(&mut conn, tenant_id)
         .await?
         .into_iter()
-        .map(JobView::from)
+        .map(|job| JobView::held_by(job, &holds))
         .collect();
     Ok(HttpResponse::Ok().json(json!({ "tenant": TenantView::from(tenant), "jobs": jobs })))
 }
@@ -202,4 +206,113 @@ pub async fn request_deletion(
         tenant: tenant.into(),
         job: job.into(),
     }))
+}
+
+/// Absent: unchanged; `null`: back to the configuration's default.
+fn named<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<i32>>, D::Error> {
+    Option::<i32>::deserialize(deserializer).map(Some)
+}
+
+/// The limits to change; every member is optional, at least one is needed.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsPatch {
+    /// Weight in the fair share between tenants, 1 to 1000.
+    share_weight: Option<i32>,
+    /// Cap on concurrently running jobs, 1 to 100000; `null`: the configuration's
+    /// `scheduling.max_running_per_tenant`.
+    #[serde(default, deserialize_with = "named")]
+    #[schema(value_type = Option<i32>)]
+    max_running_jobs: Option<Option<i32>>,
+    /// Enqueue rate on the API, jobs per second, 1 to 100000; `null`:
+    /// `enqueue_limit.per_second`.
+    #[serde(default, deserialize_with = "named")]
+    #[schema(value_type = Option<i32>)]
+    enqueue_rate_per_second: Option<Option<i32>>,
+    /// Jobs enqueued at once, 1 to 100000; `null`: `enqueue_limit.burst`.
+    #[serde(default, deserialize_with = "named")]
+    #[schema(value_type = Option<i32>)]
+    enqueue_burst: Option<Option<i32>>,
+}
+
+#[utoipa::path(
+    patch, path = "/api/admin/tenants/{tenant_id}/limits", tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "tenant id")),
+    request_body = LimitsPatch,
+    responses(
+        (status = 200, description = "the tenant with its limits", body = TenantView),
+        (status = 422, description = "invalid_limits: a value out of bounds, or nothing named", body = ProblemView, content_type = "application/problem+json"),
+        (status = 404, description = "no such tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn limits(
+    state: web::Data<AppState>,
+    operator: Operator,
+    path: web::Path<Uuid>,
+    body: web::Json<LimitsPatch>,
+) -> Result<HttpResponse, ApiError> {
+    let LimitsPatch {
+        share_weight,
+        max_running_jobs,
+        enqueue_rate_per_second,
+        enqueue_burst,
+    } = body.into_inner();
+    let change = LimitsChange {
+        share_weight,
+        max_running_jobs,
+        enqueue_rate_per_second,
+        enqueue_burst,
+    };
+    let mut conn = state.connection().await?;
+    let tenant =
+        scheduling::set_limits(&mut conn, path.into_inner(), change, &operator.name).await?;
+    Ok(HttpResponse::Ok().json(TenantView::from(tenant)))
+}
+
+#[utoipa::path(
+    post, path = "/api/admin/tenants/{tenant_id}/pause", tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "tenant id")),
+    responses(
+        (status = 200, description = "paused (or paused already): its queued jobs are held, running ones finish", body = TenantView),
+        (status = 404, description = "no such tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn pause(
+    state: web::Data<AppState>,
+    operator: Operator,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = state.connection().await?;
+    let tenant = scheduling::pause_tenant(&mut conn, path.into_inner(), &operator.name).await?;
+    Ok(HttpResponse::Ok().json(TenantView::from(tenant)))
+}
+
+#[utoipa::path(
+    post, path = "/api/admin/tenants/{tenant_id}/resume", tag = "admin",
+    params(("tenant_id" = Uuid, Path, description = "tenant id")),
+    responses(
+        (status = 200, description = "{tenant, reannounced}: processing again (or never paused); its held jobs continue", body = TenantView),
+        (status = 404, description = "no such tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
+        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+    )
+)]
+pub async fn resume(
+    state: web::Data<AppState>,
+    operator: Operator,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let mut conn = state.connection().await?;
+    let (tenant, resumed) =
+        scheduling::resume_tenant(&mut conn, path.into_inner(), &operator.name).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "tenant": TenantView::from(tenant),
+        "reannounced": resumed.reannounced,
+    })))
 }

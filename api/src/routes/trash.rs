@@ -41,7 +41,8 @@ pub async fn trash(
             Ok(HttpResponse::Ok().json(json!({ "document": view, "cancelled_jobs": cancelled })))
         }
         Deleted::PurgeQueued(job) => {
-            Ok(HttpResponse::Accepted().json(json!({ "job": JobView::from(*job) })))
+            let holds = quire_shared::db::pauses::holds(&mut conn, caller.tenant_id).await?;
+            Ok(HttpResponse::Accepted().json(json!({ "job": JobView::held_by(*job, &holds) })))
         }
     }
 }

@@ -10,11 +10,11 @@ use uuid::Uuid;
 use crate::helpers::TestApp;
 
 /// A signed-in dashboard session that presses the job buttons, as a browser would.
-struct Dashboard {
-    http: reqwest::Client,
-    address: String,
-    cookie: String,
-    csrf: String,
+pub(crate) struct Dashboard {
+    pub(crate) http: reqwest::Client,
+    pub(crate) address: String,
+    pub(crate) cookie: String,
+    pub(crate) csrf: String,
 }
 
 fn field(html: &str, name: &str) -> String {
@@ -38,7 +38,7 @@ fn cookie_named(response: &reqwest::Response, name: &str) -> String {
 }
 
 impl Dashboard {
-    async fn sign_in(app: &TestApp) -> Self {
+    pub(crate) async fn sign_in(app: &TestApp) -> Self {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()

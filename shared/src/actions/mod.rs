@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod members;
 pub mod ops_sessions;
 pub mod scrub;
+pub mod scheduling;
 pub mod tenants;
 pub mod trash;
 

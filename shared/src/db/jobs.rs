@@ -341,6 +341,11 @@ pub async fn claim_job(
 /// first run's fence names the old task, so its heartbeat stops it and its writes change
 /// nothing; and any durable commit of the first run (an effect, the finish) flushes the
 /// claim before it, so no effect can outlive an undone claim.
+///
+/// A job a pause holds (its tenant's `processing_paused_at`, its queue in
+/// `queue_pauses`) claims nothing and stays `QUEUED`, even when its message was in Redis
+/// before the pause: the message is spent like a duplicate's, and the resume gives the
+/// job a new event (`pauses::reannounce_released`).
 pub async fn claim_jobs(
     conn: &mut AsyncPgConnection,
     requests: &[ClaimRequest],
@@ -359,6 +364,9 @@ pub async fn claim_jobs(
          locked AS ( \
              SELECT q.id FROM processing_jobs AS q JOIN m ON q.id = m.job_id \
              WHERE q.status = 'QUEUED' AND q.current_event_id = m.event_id \
+               AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = q.job_type) \
+               AND NOT EXISTS (SELECT 1 FROM tenants AS t \
+                               WHERE t.id = q.tenant_id AND t.processing_paused_at IS NOT NULL) \
              ORDER BY q.id FOR UPDATE OF q) \
          UPDATE processing_jobs AS j \
          SET status = 'RUNNING', attempts = j.attempts + 1, worker_id = $1, \

@@ -183,7 +183,8 @@ struct Unclaimed {
 /// (`oldest_pushed_at`, the database time that message carries; `None` for an empty
 /// list) — and before `now() - grace` — was popped and never claimed, or Redis lost it.
 /// The caller skips a list whose oldest message it cannot read: that is "cannot tell",
-/// never "empty". It gets a new event due now; the old message, if it ever
+/// never "empty". A job a pause holds is skipped: its message was refused on purpose,
+/// and the resume announces it again (`pauses::reannounce_released`). It gets a new event due now; the old message, if it ever
 /// turns up, claims nothing. Returns how many jobs were re-announced.
 pub async fn reannounce_lost(
     conn: &mut AsyncPgConnection,
@@ -198,6 +199,9 @@ pub async fn reannounce_lost(
          WHERE j.status = 'QUEUED' AND j.job_type = $1 AND e.status = 'PUBLISHED' \
            AND e.published_at < now() - $2 * interval '1 millisecond' \
            AND e.published_at < COALESCE($3, 'infinity'::timestamptz) \
+           AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = j.job_type) \
+           AND NOT EXISTS (SELECT 1 FROM tenants AS t \
+                           WHERE t.id = j.tenant_id AND t.processing_paused_at IS NOT NULL) \
          ORDER BY e.published_at LIMIT $4",
     )
     .bind::<Text, _>(job_type)

@@ -12,6 +12,16 @@ diesel::table! {
         share_weight -> Int4,
         max_running_jobs -> Nullable<Int4>,
         processing_paused_at -> Nullable<Timestamptz>,
+        enqueue_rate_per_second -> Nullable<Int4>,
+        enqueue_burst -> Nullable<Int4>,
+    }
+}
+
+diesel::table! {
+    /// Written by raw SQL only (`db::enqueue_budget`).
+    tenant_enqueue_budgets (tenant_id) {
+        tenant_id -> Uuid,
+        tat -> Timestamptz,
     }
 }
 

@@ -9,7 +9,7 @@ use super::DbError;
 use super::schema::tenants;
 use crate::states::TenantStatus;
 
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, Queryable, Selectable, QueryableByName)]
 #[diesel(table_name = tenants, check_for_backend(diesel::pg::Pg))]
 pub struct Tenant {
     pub id: Uuid,
@@ -19,6 +19,32 @@ pub struct Tenant {
     pub updated_at: OffsetDateTime,
     /// How many times the tenant was marked for deletion or reset (see [`TenantWrite`]).
     pub generation: i64,
+    /// Its weight in the dispatcher's fair share (1 to 1000, default 1).
+    pub share_weight: i32,
+    /// Its cap on concurrently running jobs; `None`: `scheduling.max_running_per_tenant`.
+    pub max_running_jobs: Option<i32>,
+    /// Since when its processing is paused (its queued jobs held); `None`: not paused.
+    pub processing_paused_at: Option<OffsetDateTime>,
+    /// Its enqueue rate on the API (jobs per second); `None`: `enqueue_limit.per_second`.
+    pub enqueue_rate_per_second: Option<i32>,
+    /// Jobs it may enqueue at once; `None`: `enqueue_limit.burst`.
+    pub enqueue_burst: Option<i32>,
+}
+
+/// A change of a tenant's limits: `None` leaves a limit as it is; `Some(None)` gives a
+/// nullable limit back to the configuration's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitsChange {
+    pub share_weight: Option<i32>,
+    pub max_running_jobs: Option<Option<i32>>,
+    pub enqueue_rate_per_second: Option<Option<i32>>,
+    pub enqueue_burst: Option<Option<i32>>,
+}
+
+impl LimitsChange {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// The tenant a write is for, as its caller was let in. A write lands only while the
@@ -149,6 +175,43 @@ pub async fn transition(
             .await
             .optional()?,
     )
+}
+
+/// Sets the limits `change` names, in one statement; `None` when the tenant does not
+/// exist. The columns' CHECK constraints bound every value (the action checks first, to
+/// answer clearly).
+pub async fn set_limits(
+    conn: &mut AsyncPgConnection,
+    id: Uuid,
+    change: &LimitsChange,
+) -> Result<Option<Tenant>, DbError> {
+    use diesel::sql_types::{Bool, Int4, Nullable};
+    let named = |limit: Option<Option<i32>>| (limit.is_some(), limit.flatten());
+    let (set_running, running) = named(change.max_running_jobs);
+    let (set_rate, rate) = named(change.enqueue_rate_per_second);
+    let (set_burst, burst) = named(change.enqueue_burst);
+    // A nullable limit is written only when named: CASE keeps the others as they are.
+    Ok(diesel::sql_query(
+        "UPDATE tenants SET share_weight = COALESCE($2, share_weight), \
+             max_running_jobs = CASE WHEN $3 THEN $4 ELSE max_running_jobs END, \
+             enqueue_rate_per_second = CASE WHEN $5 THEN $6 ELSE enqueue_rate_per_second END, \
+             enqueue_burst = CASE WHEN $7 THEN $8 ELSE enqueue_burst END, \
+             updated_at = now() \
+         WHERE id = $1 \
+         RETURNING id, name, status, created_at, updated_at, generation, share_weight, \
+             max_running_jobs, processing_paused_at, enqueue_rate_per_second, enqueue_burst",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(id)
+    .bind::<Nullable<Int4>, _>(change.share_weight)
+    .bind::<Bool, _>(set_running)
+    .bind::<Nullable<Int4>, _>(running)
+    .bind::<Bool, _>(set_rate)
+    .bind::<Nullable<Int4>, _>(rate)
+    .bind::<Bool, _>(set_burst)
+    .bind::<Nullable<Int4>, _>(burst)
+    .get_result::<Tenant>(conn)
+    .await
+    .optional()?)
 }
 
 /// Deletes the tenant row itself, only while it is `deleting` (its data must be gone:
