@@ -661,6 +661,35 @@ mod tests {
     }
 
     #[test]
+    fn the_s3_backend_is_checked_only_when_chosen_and_its_secret_redacted() {
+        let settings = Settings::from_source(&source(Profile::Test, &[])).expect("settings");
+        assert_eq!(settings.storage.backend, StorageBackend::Local, "the default");
+        let s3 = [
+            ("QUIRE__STORAGE__BACKEND", "s3"),
+            ("QUIRE__STORAGE__S3__BUCKET", "quire"),
+            ("QUIRE__STORAGE__S3__ENDPOINT", "http://127.0.0.1:8333"),
+            ("QUIRE__STORAGE__S3__ACCESS_KEY_ID", "quire"),
+            ("QUIRE__STORAGE__S3__SECRET_ACCESS_KEY", "s3cr3t-key"),
+        ];
+        let settings = Settings::from_source(&source(Profile::Test, &s3)).expect("settings");
+        assert_eq!(settings.storage.backend, StorageBackend::S3);
+        assert!(!format!("{settings:?}").contains("s3cr3t-key"));
+        for (key, value, named) in [
+            ("QUIRE__STORAGE__S3__BUCKET", "", "bucket"),
+            ("QUIRE__STORAGE__S3__ENDPOINT", "127.0.0.1:8333", "endpoint"),
+            ("QUIRE__STORAGE__S3__SECRET_ACCESS_KEY", "", "set together"),
+            ("QUIRE__STORAGE__S3__PREFIX", "/quire/", "prefix"),
+            ("QUIRE__STORAGE__S3__PART_SIZE_BYTES", "1024", "5 MiB"),
+        ] {
+            let mut env = s3.to_vec();
+            env.push((key, value));
+            let error = Settings::from_source(&source(Profile::Test, &env))
+                .expect_err("refused s3 settings");
+            assert!(error.to_string().contains(named), "{key}: {error}");
+        }
+    }
+
+    #[test]
     fn debug_output_redacts_secrets() {
         let settings = Settings::from_source(&source(
             Profile::Development,
