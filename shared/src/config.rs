@@ -663,7 +663,11 @@ mod tests {
     #[test]
     fn the_s3_backend_is_checked_only_when_chosen_and_its_secret_redacted() {
         let settings = Settings::from_source(&source(Profile::Test, &[])).expect("settings");
-        assert_eq!(settings.storage.backend, StorageBackend::Local, "the default");
+        assert_eq!(
+            settings.storage.backend,
+            StorageBackend::Local,
+            "the default"
+        );
         let s3 = [
             ("QUIRE__STORAGE__BACKEND", "s3"),
             ("QUIRE__STORAGE__S3__BUCKET", "quire"),
