@@ -8,10 +8,12 @@ mod wakeups;
 
 use std::sync::Arc;
 
+use anyhow::Context;
+
 use quire_shared::config::Settings;
 use quire_shared::db::{self, SessionKind};
 use quire_shared::redis_client::{self, RedisPool};
-use quire_shared::storage::{LocalStore, ObjectStore};
+use quire_shared::storage::{self, ObjectStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -42,7 +44,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         shutdown.clone(),
     ));
     // Storage GC's view of the object store, the same the API and the workers write.
-    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(&settings.storage.data_dir));
+    let store: Arc<dyn ObjectStore> =
+        storage::build(&settings.storage).context("failed to set up the object store")?;
     let maintenance = maintenance::Maintenance::start(&settings, &pool, &redis, &store, &shutdown);
     tracing::info!(dispatcher_id = publisher.id(), "dispatcher started");
     // The publisher finishes the batch it is on, then returns.

@@ -10,8 +10,8 @@ pub mod documents;
 pub mod jobs;
 pub mod members;
 pub mod ops_sessions;
-pub mod scrub;
 pub mod scheduling;
+pub mod scrub;
 pub mod tenants;
 pub mod trash;
 
