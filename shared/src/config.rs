@@ -62,6 +62,7 @@ pub struct Settings {
     pub storage: StorageSettings,
     pub jobs: JobSettings,
     pub dispatcher: DispatcherSettings,
+    pub scheduling: SchedulingSettings,
     pub retention: RetentionSettings,
     pub worker: WorkerSettings,
     pub telemetry: TelemetrySettings,
@@ -266,6 +267,23 @@ pub struct DispatcherSettings {
     pub probe_listen: String,
 }
 
+/// The dispatcher as the scheduler (docs/decisions.md, "Fair share"): how many
+/// messages wait in Redis per queue, the bulk class's guaranteed share, and the default
+/// cap on a tenant's running jobs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulingSettings {
+    /// Published-but-unclaimed messages per queue at most: this, or the slots of the
+    /// live workers serving the queue when they are more.
+    pub in_flight_per_queue: i64,
+    /// The share of each queue's in-flight messages the bulk class may always hold,
+    /// however much interactive work waits (1 to 100).
+    pub bulk_share_percent: i64,
+    /// A tenant's running plus in-flight jobs at most, unless `tenants.max_running_jobs`
+    /// says otherwise.
+    pub max_running_per_tenant: i64,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetentionSettings {
@@ -398,6 +416,15 @@ impl Settings {
         }
         if self.dispatcher.batch_size < 1 {
             return unsafe_setting("dispatcher.batch_size must be at least 1");
+        }
+        if self.scheduling.in_flight_per_queue < 1 || self.scheduling.max_running_per_tenant < 1
+        {
+            return unsafe_setting(
+                "scheduling.in_flight_per_queue and max_running_per_tenant must be at least 1",
+            );
+        }
+        if !(1..=100).contains(&self.scheduling.bulk_share_percent) {
+            return unsafe_setting("scheduling.bulk_share_percent must be between 1 and 100");
         }
         if self.ops.session_seconds == 0 {
             return unsafe_setting("ops.session_seconds must be at least 1");

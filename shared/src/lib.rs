@@ -18,6 +18,7 @@ pub mod queue_state;
 pub mod redis_client;
 pub mod retry;
 pub mod runtime;
+pub mod scheduling;
 pub mod search;
 pub mod secret;
 pub mod shutdown;

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{ActionError, hold_tenant};
 use crate::db::documents::{self, Document, DocumentEdit, DocumentVersion, NewDocument};
 use crate::db::intake::{self, NewIntake, Recorded};
-use crate::db::jobs::{self, Job, NewJob};
+use crate::db::jobs::{self, Job, NewJob, Priority};
 use crate::db::labels::{self, Labels};
 use crate::db::tenants::{TenantLock, TenantWrite};
 use crate::db::{DbError, analysis};
@@ -232,12 +232,14 @@ async fn enqueue_each<J: BackgroundJob>(
                 results.push((document_id, None));
                 continue;
             };
+            // One document is someone waiting for it; many are bulk work.
             let job = NewJob::new(
                 caller.tenant_id,
                 job_for(document_id, version_id),
                 caller.configured_attempts,
                 caller.request_id.clone(),
-            );
+            )
+            .with_priority(Priority::of_request(ids.len()));
             results.push((document_id, jobs::enqueue_or_active(conn, &job).await?));
         }
         Ok(results)

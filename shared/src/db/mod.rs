@@ -16,6 +16,7 @@ pub mod ops_sessions;
 pub mod outbox;
 pub mod prepared;
 pub mod queue_state;
+pub mod scheduler;
 pub mod schema;
 pub mod search_indexes;
 pub mod stats;
