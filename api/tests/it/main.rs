@@ -5,6 +5,7 @@ mod admin_metrics;
 mod analysis;
 mod dashboard;
 mod documents_api;
+mod fair_share;
 mod faults;
 mod fixtures;
 mod helpers;

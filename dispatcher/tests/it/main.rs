@@ -8,5 +8,6 @@ mod message_shape;
 mod redis_outage;
 mod rescuer;
 mod retention;
+mod scheduler;
 mod support;
 mod worker_pruning;
