@@ -417,8 +417,7 @@ impl Settings {
         if self.dispatcher.batch_size < 1 {
             return unsafe_setting("dispatcher.batch_size must be at least 1");
         }
-        if self.scheduling.in_flight_per_queue < 1 || self.scheduling.max_running_per_tenant < 1
-        {
+        if self.scheduling.in_flight_per_queue < 1 || self.scheduling.max_running_per_tenant < 1 {
             return unsafe_setting(
                 "scheduling.in_flight_per_queue and max_running_per_tenant must be at least 1",
             );
@@ -523,6 +522,24 @@ mod tests {
             vec!["analyze-document", "verify-document"]
         );
         assert_eq!(settings.database.url.expose(), "postgres://x@db/quire");
+    }
+
+    #[test]
+    fn scheduling_settings_are_checked() {
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.scheduling.max_running_per_tenant, 64);
+        assert_eq!(defaults.scheduling.bulk_share_percent, 20);
+        for (key, value) in [
+            ("QUIRE__SCHEDULING__BULK_SHARE_PERCENT", "0"),
+            ("QUIRE__SCHEDULING__BULK_SHARE_PERCENT", "101"),
+            ("QUIRE__SCHEDULING__IN_FLIGHT_PER_QUEUE", "0"),
+            ("QUIRE__SCHEDULING__MAX_RUNNING_PER_TENANT", "0"),
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key} = {value} was accepted"
+            );
+        }
     }
 
     #[test]

@@ -49,7 +49,11 @@ impl Priority {
     /// The class of a request naming `count` documents: one is interactive (someone
     /// waits for that document), more is bulk.
     pub fn of_request(count: usize) -> Self {
-        if count > 1 { Self::Bulk } else { Self::Interactive }
+        if count > 1 {
+            Self::Bulk
+        } else {
+            Self::Interactive
+        }
     }
 }
 
@@ -121,7 +125,10 @@ pub fn plan(state: &State, limits: &Limits) -> Vec<Pick> {
     }
     let mut by_queue: Vec<(&str, Vec<Candidate>)> = Vec::new();
     for candidate in &state.candidates {
-        match by_queue.iter_mut().find(|(queue, _)| *queue == candidate.queue) {
+        match by_queue
+            .iter_mut()
+            .find(|(queue, _)| *queue == candidate.queue)
+        {
             Some((_, list)) => list.push(candidate.clone()),
             None => by_queue.push((candidate.queue.as_str(), vec![candidate.clone()])),
         }
@@ -142,9 +149,9 @@ pub fn plan(state: &State, limits: &Limits) -> Vec<Pick> {
             } else {
                 [Priority::Interactive, Priority::Bulk]
             };
-            let chosen = order.iter().find_map(|&priority| {
-                fairest(&candidates, priority, queue, &occupancy, &busy)
-            });
+            let chosen = order
+                .iter()
+                .find_map(|&priority| fairest(&candidates, priority, queue, &occupancy, &busy));
             let Some(index) = chosen else { break };
             let candidate = &mut candidates[index];
             candidate.due -= 1;
@@ -254,7 +261,7 @@ mod tests {
                 queue: QUEUE.to_owned(),
                 tenant_id: a,
                 running: 1,
-                in_flight: 3,
+                in_flight: 4,
                 bulk_in_flight: 0,
             }],
             ..State::default()

@@ -302,7 +302,10 @@ async fn a_paused_queues_jobs_are_held_while_other_queues_run_and_run_after_resu
         app.wait_for_job(*job, JobStatus::Succeeded).await;
     }
     assert_eq!(events_in(&app, &held, "PENDING").await, 10);
-    assert!(starts(&app).await.is_empty(), "no job of the paused queue ran");
+    assert!(
+        starts(&app).await.is_empty(),
+        "no job of the paused queue ran"
+    );
 
     {
         let mut conn = app.pool.get().await.expect("connection");
@@ -314,4 +317,85 @@ async fn a_paused_queues_jobs_are_held_while_other_queues_run_and_run_after_resu
     for job in &held {
         app.wait_for_job(*job, JobStatus::Succeeded).await;
     }
+}
+
+/// The class of each event of `job`, oldest first.
+async fn classes_of(app: &TestApp, job: Uuid) -> Vec<String> {
+    #[derive(diesel::QueryableByName)]
+    struct Class {
+        #[diesel(sql_type = Text)]
+        priority: String,
+    }
+    let mut conn = app.pool.get().await.expect("connection");
+    let rows: Vec<Class> = diesel::sql_query(
+        "SELECT priority FROM outbox_events WHERE job_id = $1 ORDER BY created_at, id",
+    )
+    .bind::<SqlUuid, _>(job)
+    .load(&mut conn)
+    .await
+    .expect("classes");
+    rows.into_iter().map(|row| row.priority).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_several_documents_is_bulk_and_uploads_single_requests_and_retries_are_interactive()
+ {
+    let app = TestApp::spawn().await;
+    let mut documents = Vec::new();
+    for index in 0..3 {
+        let (document_id, job_id) = app.upload(format!("letter {index}").as_bytes()).await;
+        assert_eq!(classes_of(&app, job_id).await, ["interactive"], "an upload");
+        documents.push(document_id);
+    }
+    let verify = |ids: Vec<Uuid>| {
+        let app = &app;
+        async move {
+            let (status, body) = app
+                .json_as(
+                    reqwest::Method::POST,
+                    &app.token,
+                    "/api/documents/verify",
+                    Some(serde_json::json!({ "ids": ids })),
+                )
+                .await;
+            assert_eq!(status, 202, "{body}");
+            body["results"]
+                .as_array()
+                .expect("results")
+                .iter()
+                .map(|result| crate::helpers::uuid_at(result, "/job/id"))
+                .collect::<Vec<_>>()
+        }
+    };
+    let bulk = verify(documents[..2].to_vec()).await;
+    for job in &bulk {
+        assert_eq!(classes_of(&app, *job).await, ["bulk"], "a verify of two");
+    }
+    let single = verify(vec![documents[2]]).await;
+    assert_eq!(
+        classes_of(&app, single[0]).await,
+        ["interactive"],
+        "a verify of one"
+    );
+
+    // A bulk job that failed and is retried by a member is interactive from then on.
+    execute(
+        &app,
+        "UPDATE processing_jobs SET status = 'FAILED', finished_at = now() WHERE id = $1",
+        bulk[0],
+    )
+    .await;
+    let (status, body) = app
+        .json_as(
+            reqwest::Method::POST,
+            &app.token,
+            &format!(
+                "/api/documents/{}/processing-jobs/{}/retry",
+                documents[0], bulk[0]
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(classes_of(&app, bulk[0]).await, ["bulk", "interactive"]);
 }

@@ -128,7 +128,11 @@ async fn a_tenant_at_its_running_cap_gets_nothing_more_published_until_a_job_fin
     // Its finish frees a place (and wakes the dispatcher): one more of A's is published.
     let mut conn = world.pool.get().await.expect("connection");
     let fence = job.fence().expect("a claimed job has a fence");
-    assert!(jobs::mark_succeeded(&mut conn, &fence).await.expect("finish"));
+    assert!(
+        jobs::mark_succeeded(&mut conn, &fence)
+            .await
+            .expect("finish")
+    );
     eventually(DEADLINE, "a third event of A is published", || async {
         (published_of(&world, tenant_a).await == 3).then_some(())
     })
@@ -183,7 +187,11 @@ async fn racing_dispatchers_keep_the_in_flight_bound_and_never_publish_an_event_
             .expect("claim")
             .expect("each message claims its job");
             let fence = job.fence().expect("fence");
-            assert!(jobs::mark_succeeded(&mut conn, &fence).await.expect("finish"));
+            assert!(
+                jobs::mark_succeeded(&mut conn, &fence)
+                    .await
+                    .expect("finish")
+            );
         }
     }
     for job in enqueued {

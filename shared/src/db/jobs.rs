@@ -15,8 +15,8 @@ use super::DbError;
 use super::prepared::Prepared;
 use super::schema::processing_jobs;
 use crate::broker::EventMessage;
-pub use crate::scheduling::Priority;
 use crate::jobs::BackgroundJob;
+pub use crate::scheduling::Priority;
 use crate::states::JobStatus;
 
 /// Longest `error_message` kept on a job (the column's CHECK constraint).

@@ -73,8 +73,12 @@ pub async fn claim_due_events(
 /// `PUBLISHING → PUBLISHED` after Redis answered, for the events this dispatcher still
 /// holds; in the same statement each job still `QUEUED` on that event records it as
 /// announced (`announced_event_id`): the job is in flight until a worker claims it or it
-/// gets a new event. Job rows are locked in id order, as the workers' batch claim locks
-/// them, so the two never deadlock. Returns how many events it marked.
+/// gets a new event. A job row someone else holds is skipped, never waited for: this
+/// statement holds the event rows, and a cancel holds the job before its events, so
+/// waiting could deadlock. Whoever holds a queued job is claiming, cancelling or
+/// deleting it, which ends its time in flight anyway; a skip that was not (the holder
+/// rolled back) only leaves the job uncounted, one message over the bound, never a lost
+/// one (lost-message recovery does not read the column). Returns how many it marked.
 pub async fn mark_published(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,
@@ -93,7 +97,7 @@ pub async fn mark_published(
          locked AS ( \
              SELECT j.id FROM processing_jobs AS j JOIN marked AS m ON m.job_id = j.id \
              WHERE j.status = 'QUEUED' AND j.current_event_id = m.id \
-             ORDER BY j.id FOR UPDATE OF j), \
+             FOR UPDATE OF j SKIP LOCKED), \
          announced AS ( \
              UPDATE processing_jobs AS j SET announced_event_id = m.id \
              FROM marked AS m \

@@ -37,8 +37,15 @@ pub async fn enqueue_fault_jobs(
     payload: FaultTest,
     max_attempts: i32,
 ) -> Vec<Uuid> {
-    enqueue_fault_jobs_in(pool, tenant_id, count, payload, max_attempts, Priority::Interactive)
-        .await
+    enqueue_fault_jobs_in(
+        pool,
+        tenant_id,
+        count,
+        payload,
+        max_attempts,
+        Priority::Interactive,
+    )
+    .await
 }
 
 /// [`enqueue_fault_jobs`] in the priority class `priority`.
@@ -57,8 +64,8 @@ pub async fn enqueue_fault_jobs_in(
             .transaction::<_, DbError, _>(async |conn| {
                 let mut batch = Vec::with_capacity(chunk.len());
                 for _ in chunk {
-                    let job = NewJob::new(tenant_id, payload, max_attempts, None)
-                        .with_priority(priority);
+                    let job =
+                        NewJob::new(tenant_id, payload, max_attempts, None).with_priority(priority);
                     let enqueued = jobs::enqueue(conn, &job)
                         .await?
                         .expect("a fault job never conflicts");
