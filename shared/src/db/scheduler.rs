@@ -279,7 +279,7 @@ struct ClaimedRow {
 /// The claimed events in the order of the picks: each pick takes the oldest claimed
 /// event of its (queue, class, tenant) not yet taken.
 fn in_plan_order(picks: &[Pick], mut claimed: Vec<ClaimedRow>) -> Vec<ClaimedEvent> {
-    claimed.sort_by(|a, b| a.next_attempt_at.cmp(&b.next_attempt_at));
+    claimed.sort_by_key(|row| row.next_attempt_at);
     let mut taken = vec![false; claimed.len()];
     let mut ordered = Vec::with_capacity(claimed.len());
     for pick in picks {
