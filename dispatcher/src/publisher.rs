@@ -1,4 +1,5 @@
-//! The publish loop: claim due events, push them to Redis in one pipeline, mark them
+//! The publish loop: choose and claim the next due events (the scheduler:
+//! `quire_shared::scheduling`), push them to Redis in one pipeline, mark them
 //! `PUBLISHED` only after Redis answered; on failure return them to `PENDING` with a
 //! bounded backoff and back off the loop itself.
 
@@ -11,8 +12,10 @@ use quire_shared::broker::{self, EventMessage, WireMessage};
 use quire_shared::config::Settings;
 use quire_shared::db::PgPool;
 use quire_shared::db::outbox::{self, ClaimedEvent, Published, Retry};
+use quire_shared::db::scheduler;
 use quire_shared::redis_client::{RedisConnection, RedisPool};
 use quire_shared::retry::{Backoff, ReconnectBackoff};
+use quire_shared::scheduling::Limits;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -29,14 +32,17 @@ pub struct Publisher {
     /// checkout sends UNWATCH and PING first, a round trip on the path of every job.
     pushing: Mutex<Option<RedisConnection>>,
     namespace: String,
-    batch_size: i64,
+    limits: Limits,
+    /// `scheduling.max_running_per_tenant`: a tenant's cap unless it sets its own.
+    default_cap: i64,
     poll_interval: Duration,
     event_backoff: Backoff,
 }
 
 /// What one round of the loop did.
 enum Round {
-    /// Published this many; a full batch means more may be due.
+    /// Published this many; more may be due and have room now (claims and finishes
+    /// happened meanwhile), so the loop plans again at once.
     Published(usize),
     /// Nothing was due.
     Idle,
@@ -52,7 +58,12 @@ impl Publisher {
             redis,
             pushing: Mutex::new(None),
             namespace: settings.redis.namespace.clone(),
-            batch_size: dispatcher.batch_size,
+            limits: Limits {
+                in_flight_per_queue: settings.scheduling.in_flight_per_queue,
+                bulk_share_percent: settings.scheduling.bulk_share_percent,
+                batch_size: dispatcher.batch_size,
+            },
+            default_cap: settings.scheduling.max_running_per_tenant,
             poll_interval: dispatcher.poll_interval(),
             event_backoff: Backoff::new(
                 Duration::from_millis(dispatcher.publish_backoff_base_ms),
@@ -70,7 +81,7 @@ impl Publisher {
         let mut failures = ReconnectBackoff::new();
         while !shutdown.is_cancelled() {
             let pause = match self.round().await {
-                Ok(Round::Published(count)) if count as i64 >= self.batch_size => {
+                Ok(Round::Published(count)) if count > 0 => {
                     failures.reset();
                     continue;
                 }
@@ -99,10 +110,10 @@ impl Publisher {
         }
     }
 
-    /// Claims one batch of due events and publishes it.
+    /// Plans which due events go next, claims them and publishes them.
     async fn round(&self) -> anyhow::Result<Round> {
         let mut conn = self.pool.get().await.context("no database connection")?;
-        let events = outbox::claim_due_events(&mut conn, &self.id, self.batch_size)
+        let events = scheduler::claim_next(&mut conn, &self.id, &self.limits, self.default_cap)
             .await
             .context("failed to claim due events")?;
         if events.is_empty() {

@@ -63,6 +63,7 @@ pub struct Settings {
     pub storage_gc: StorageGcSettings,
     pub jobs: JobSettings,
     pub dispatcher: DispatcherSettings,
+    pub scheduling: SchedulingSettings,
     pub retention: RetentionSettings,
     pub schedules: SchedulesSettings,
     pub worker: WorkerSettings,
@@ -352,6 +353,23 @@ pub struct DispatcherSettings {
     pub probe_listen: String,
 }
 
+/// The dispatcher as the scheduler (docs/decisions.md, "Fair share"): how many
+/// messages wait in Redis per queue, the bulk class's guaranteed share, and the default
+/// cap on a tenant's running jobs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulingSettings {
+    /// Published-but-unclaimed messages per queue at most: this, or the slots of the
+    /// live workers serving the queue when they are more.
+    pub in_flight_per_queue: i64,
+    /// The share of each queue's in-flight messages the bulk class may always hold,
+    /// however much interactive work waits (1 to 100).
+    pub bulk_share_percent: i64,
+    /// A tenant's running plus in-flight jobs at most, unless `tenants.max_running_jobs`
+    /// says otherwise.
+    pub max_running_per_tenant: i64,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetentionSettings {
@@ -543,6 +561,14 @@ impl Settings {
                 "storage_gc.grace_seconds must be at least the longest job time limit ({longest_run} s)"
             )));
         }
+        if self.scheduling.in_flight_per_queue < 1 || self.scheduling.max_running_per_tenant < 1 {
+            return unsafe_setting(
+                "scheduling.in_flight_per_queue and max_running_per_tenant must be at least 1",
+            );
+        }
+        if !(1..=100).contains(&self.scheduling.bulk_share_percent) {
+            return unsafe_setting("scheduling.bulk_share_percent must be between 1 and 100");
+        }
         if self.ops.session_seconds == 0 {
             return unsafe_setting("ops.session_seconds must be at least 1");
         }
@@ -692,6 +718,24 @@ mod tests {
             vec!["analyze-document", "verify-document"]
         );
         assert_eq!(settings.database.url.expose(), "postgres://x@db/quire");
+    }
+
+    #[test]
+    fn scheduling_settings_are_checked() {
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.scheduling.max_running_per_tenant, 64);
+        assert_eq!(defaults.scheduling.bulk_share_percent, 20);
+        for (key, value) in [
+            ("QUIRE__SCHEDULING__BULK_SHARE_PERCENT", "0"),
+            ("QUIRE__SCHEDULING__BULK_SHARE_PERCENT", "101"),
+            ("QUIRE__SCHEDULING__IN_FLIGHT_PER_QUEUE", "0"),
+            ("QUIRE__SCHEDULING__MAX_RUNNING_PER_TENANT", "0"),
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key} = {value} was accepted"
+            );
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod redis_client;
 pub mod retry;
 pub mod runtime;
 pub mod schedules;
+pub mod scheduling;
 pub mod search;
 pub mod secret;
 pub mod shutdown;

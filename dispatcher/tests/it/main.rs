@@ -8,6 +8,7 @@ mod message_shape;
 mod redis_outage;
 mod rescuer;
 mod retention;
+mod scheduler;
 mod schedules;
 mod storage_gc;
 mod support;

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{ActionError, hold_tenant};
 use crate::db::documents::{self, Document, DocumentEdit, DocumentVersion, NewDocument};
 use crate::db::intake::{self, NewIntake, Recorded};
-use crate::db::jobs::{self, Job, NewJob};
+use crate::db::jobs::{self, Job, NewJob, Priority};
 use crate::db::labels::{self, Labels};
 use crate::db::tenants::{TenantLock, TenantWrite};
 use crate::db::{DbError, analysis};
@@ -252,27 +252,19 @@ async fn enqueue_each<J: BackgroundJob>(
                 results.push((document_id, None));
                 continue;
             };
+            // One document is someone waiting for it; many are bulk work.
             let job = NewJob::new(
                 caller.tenant_id,
                 job_for(document_id, version_id),
                 caller.configured_attempts,
                 caller.request_id.clone(),
-            );
-            results.push((document_id, enqueue_bulk(conn, &job).await?));
+            )
+            .with_priority(Priority::of_request(ids.len()));
+            results.push((document_id, jobs::enqueue_or_active(conn, &job).await?));
         }
         Ok(results)
     })
     .await
-}
-
-/// Enqueues one job of bulk work — bulk re-analyze, bulk verify, the scheduled
-/// integrity scrub — or returns its active equivalent. The one place bulk work enters
-/// the queue, so its priority class is decided here for all of them.
-pub(crate) async fn enqueue_bulk<J: BackgroundJob>(
-    conn: &mut AsyncPgConnection,
-    job: &NewJob<J>,
-) -> Result<Option<Job>, DbError> {
-    jobs::enqueue_or_active(conn, job).await
 }
 
 /// An uploaded file, already streamed to the object store under `key`.

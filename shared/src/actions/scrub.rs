@@ -1,7 +1,7 @@
 //! The integrity scrub (the `integrity-scrub` schedule): every stored version is
 //! verified once per pass, a pass starts at most once per `scrub_days`, and each slot
 //! walks at most `max_per_slot` versions by a cursor (the rate limit). The verify jobs
-//! are bulk work, enqueued like a bulk verify's (`documents::enqueue_bulk`).
+//! are bulk work (`NewJob::bulk`: the scheduler's bulk class, with its guaranteed share).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,9 +10,8 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::documents::enqueue_bulk;
 use super::{ActionError, hold_tenant};
-use crate::db::jobs::NewJob;
+use crate::db::jobs::{self, NewJob};
 use crate::db::schedules::{self, ScrubbedVersion, Slot};
 use crate::db::tenants::{TenantLock, TenantWrite};
 use crate::jobs::VerifyDocument;
@@ -99,8 +98,10 @@ pub async fn step(
                             },
                             plan.configured_attempts,
                             request_id.clone(),
-                        );
-                        enqueued += usize::from(enqueue_bulk(conn, &job).await?.is_some());
+                        )
+                        .bulk();
+                        enqueued +=
+                            usize::from(jobs::enqueue_or_active(conn, &job).await?.is_some());
                     }
                     Ok(enqueued)
                 })

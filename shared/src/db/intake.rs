@@ -71,6 +71,7 @@ struct Columns<'a> {
     max_attempts: Vec<i32>,
     event_ids: Vec<Uuid>,
     messages: Vec<serde_json::Value>,
+    priorities: Vec<&'static str>,
 }
 
 /// Writes every intake's `PENDING` document, its first version, its `QUEUED` job and the
@@ -116,6 +117,7 @@ pub async fn record<J: BackgroundJob>(
         columns.max_attempts.push(job.max_attempts());
         columns.event_ids.push(event_id);
         columns.messages.push(message);
+        columns.priorities.push(job.priority().as_str());
     }
     // The deferred foreign key from a document to its current version is checked at
     // commit, the others at the end of this statement, when every row is in. `held`
@@ -128,10 +130,10 @@ pub async fn record<J: BackgroundJob>(
          i AS ( \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], \
                  $6::int8[], $7::text[], $8::text[], $9::text[], $10::uuid[], $11::text[], \
-                 $12::jsonb[], $13::int4[], $14::uuid[], $15::jsonb[]) \
+                 $12::jsonb[], $13::int4[], $14::uuid[], $15::jsonb[], $18::text[]) \
              AS i(document_id, tenant_id, title, version_id, storage_key, size_bytes, sha256, \
                  content_type, original_filename, job_id, job_type, payload, max_attempts, \
-                 event_id, message) \
+                 event_id, message, priority) \
              WHERE EXISTS (SELECT 1 FROM held WHERE status = 'active' \
                  AND ($17::int8 IS NULL OR generation = $17::int8))), \
          document AS ( \
@@ -165,6 +167,7 @@ pub async fn record<J: BackgroundJob>(
     .bind::<Array<Jsonb>, _>(&columns.messages)
     .bind::<SqlUuid, _>(tenant.tenant_id)
     .bind::<Nullable<Int8>, _>(tenant.generation)
+    .bind::<Array<Text>, _>(&columns.priorities)
     .prepared()
     .get_result::<RecordedAt>(conn)
     .await?;

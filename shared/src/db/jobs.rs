@@ -16,6 +16,7 @@ use super::prepared::Prepared;
 use super::schema::processing_jobs;
 use crate::broker::EventMessage;
 use crate::jobs::BackgroundJob;
+pub use crate::scheduling::Priority;
 use crate::states::JobStatus;
 
 /// Longest `error_message` kept on a job (the column's CHECK constraint).
@@ -79,6 +80,8 @@ pub struct NewJob<J: BackgroundJob> {
     max_attempts: i32,
     /// The request that enqueues the job, carried in every message announcing it.
     request_id: Option<String>,
+    /// Its priority class (the dispatcher publishes interactive work first).
+    priority: Priority,
 }
 
 impl<J: BackgroundJob> NewJob<J> {
@@ -95,7 +98,25 @@ impl<J: BackgroundJob> NewJob<J> {
             payload,
             max_attempts: J::RETRY.max_attempts(configured_attempts),
             request_id,
+            priority: Priority::Interactive,
         }
+    }
+
+    /// The same job in the bulk class: work nobody waits for (a bulk re-analyze or
+    /// verify, a scheduled scrub). Interactive is the default.
+    pub fn bulk(mut self) -> Self {
+        self.priority = Priority::Bulk;
+        self
+    }
+
+    /// The same job in `priority`'s class.
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    pub fn priority(&self) -> Priority {
+        self.priority
     }
 
     /// The same job with another attempt budget (the benchmark and the fault suite).
@@ -159,7 +180,7 @@ pub async fn enqueue<J: BackgroundJob>(
 
 /// The part of an enqueue statement that writes the jobs and their outbox events, from
 /// a CTE `i` with the columns `job_id, tenant_id, document_id, job_type, payload,
-/// max_attempts, event_id, message`; `event` returns the `job_id` of each job written.
+/// max_attempts, event_id, message, priority`; `event` returns the `job_id` of each job written.
 /// A macro so that each statement stays one constant string (prepared once).
 macro_rules! enqueue_ctes {
     () => {
@@ -171,8 +192,10 @@ macro_rules! enqueue_ctes {
              ON CONFLICT DO NOTHING \
              RETURNING id), \
          event AS ( \
-             INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
-             SELECT i.event_id, i.job_id, i.tenant_id, i.job_type, i.message, 'PENDING', now() \
+             INSERT INTO outbox_events \
+                 (id, job_id, tenant_id, queue, message, status, next_attempt_at, priority) \
+             SELECT i.event_id, i.job_id, i.tenant_id, i.job_type, i.message, 'PENDING', now(), \
+                 i.priority \
              FROM i JOIN job ON job.id = i.job_id \
              RETURNING job_id)"
     };
@@ -183,15 +206,29 @@ pub(crate) use enqueue_ctes;
 /// job_type` and the previous event's id) its NEXT outbox event: a retry, a rescue, a
 /// re-announcement. Its message is built in SQL by `quire_event_message`, which carries
 /// the previous event's request id over (the `message_shape` test holds it to the Rust
-/// shape). Arguments: the new event's id, the previous event's id, when it is due.
+/// shape). Arguments: the new event's id, the previous event's id, when it is due, and
+/// optionally its priority class (by default the previous event's: a transient retry,
+/// a rescue or a re-announcement stays in the class its job was enqueued in).
 macro_rules! next_event_cte {
     ($event:literal, $previous:literal, $due:literal) => {
         concat!(
             "event AS ( \
-                 INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at) \
+                 INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at, priority) \
                  SELECT ", $event, ", job.id, job.tenant_id, job.job_type, \
                         quire_event_message(", $event, ", job.id, job.tenant_id, job.job_type, ", $previous, "), \
-                        'PENDING', ", $due, " \
+                        'PENDING', ", $due, ", \
+                        COALESCE((SELECT p.priority FROM outbox_events AS p WHERE p.id = ", $previous, "), \
+                                 'interactive') \
+                 FROM job RETURNING id)"
+        )
+    };
+    ($event:literal, $previous:literal, $due:literal, $priority:literal) => {
+        concat!(
+            "event AS ( \
+                 INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at, priority) \
+                 SELECT ", $event, ", job.id, job.tenant_id, job.job_type, \
+                        quire_event_message(", $event, ", job.id, job.tenant_id, job.job_type, ", $previous, "), \
+                        'PENDING', ", $due, ", ", $priority, " \
                  FROM job RETURNING id)"
         )
     };
@@ -230,12 +267,13 @@ pub async fn enqueue_many<J: BackgroundJob>(
     let document_ids: Vec<Option<Uuid>> = jobs.iter().map(NewJob::document_id).collect();
     let job_types: Vec<&str> = vec![J::JOB_TYPE; jobs.len()];
     let max_attempts: Vec<i32> = jobs.iter().map(|job| job.max_attempts).collect();
+    let priorities: Vec<&str> = jobs.iter().map(|job| job.priority.as_str()).collect();
     let inserted = diesel::sql_query(concat!(
         "WITH i AS ( \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], \
-                 $6::int4[], $7::uuid[], $8::jsonb[]) \
+                 $6::int4[], $7::uuid[], $8::jsonb[], $9::text[]) \
              AS i(job_id, tenant_id, document_id, job_type, payload, max_attempts, event_id, \
-                 message)), ",
+                 message, priority)), ",
         enqueue_ctes!(),
         " SELECT job_id, pg_notify('quire_outbox', '') AS notified FROM event"
     ))
@@ -247,6 +285,7 @@ pub async fn enqueue_many<J: BackgroundJob>(
     .bind::<Array<Int4>, _>(max_attempts)
     .bind::<Array<SqlUuid>, _>(&event_ids)
     .bind::<Array<Jsonb>, _>(messages)
+    .bind::<Array<Text>, _>(priorities)
     .prepared()
     .load::<EnqueuedRow>(conn)
     .await?;
@@ -414,14 +453,18 @@ pub async fn mark_succeeded_many(
     let workers: Vec<&str> = fences.iter().map(|f| f.worker_id.as_str()).collect();
     let attempts: Vec<i32> = fences.iter().map(|f| f.attempt).collect();
     let tasks: Vec<Uuid> = fences.iter().map(|f| f.task_id).collect();
+    // The NOTIFY (at commit) wakes the dispatchers: a slot and a share of the tenant's
+    // running cap are free, so the next event can be published at once.
     let done = diesel::sql_query(
-        "UPDATE processing_jobs AS j \
-         SET status = 'SUCCEEDED', finished_at = now(), lease_expires_at = NULL, updated_at = now() \
-         FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::uuid[]) \
-             AS f(id, worker_id, attempt, task_id) \
-         WHERE j.id = f.id AND j.status = 'RUNNING' AND j.worker_id = f.worker_id \
-           AND j.attempts = f.attempt AND j.last_task_id = f.task_id \
-         RETURNING j.id",
+        "WITH done AS ( \
+             UPDATE processing_jobs AS j \
+             SET status = 'SUCCEEDED', finished_at = now(), lease_expires_at = NULL, updated_at = now() \
+             FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::uuid[]) \
+                 AS f(id, worker_id, attempt, task_id) \
+             WHERE j.id = f.id AND j.status = 'RUNNING' AND j.worker_id = f.worker_id \
+               AND j.attempts = f.attempt AND j.last_task_id = f.task_id \
+             RETURNING j.id) \
+         SELECT id, pg_notify('quire_outbox', '') IS NULL AS notified FROM done",
     )
     .bind::<Array<SqlUuid>, _>(ids)
     .bind::<Array<Text>, _>(workers)
@@ -440,12 +483,16 @@ pub async fn mark_failed(
     error_code: &str,
     safe_message: &str,
 ) -> Result<bool, DbError> {
+    // The NOTIFY wakes the dispatchers (see `mark_succeeded_many`).
     let updated = diesel::sql_query(
-        "UPDATE processing_jobs \
-         SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
-             error_code = $4, error_message = $5, updated_at = now() \
-         WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
-           AND last_task_id = $6",
+        "WITH failed AS ( \
+             UPDATE processing_jobs \
+             SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
+                 error_code = $4, error_message = $5, updated_at = now() \
+             WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
+               AND last_task_id = $6 \
+             RETURNING id) \
+         SELECT count(pg_notify('quire_outbox', '')) AS count FROM failed",
     )
     .bind::<SqlUuid, _>(fence.job_id)
     .bind::<Text, _>(&fence.worker_id)
@@ -454,8 +501,9 @@ pub async fn mark_failed(
     .bind::<Text, _>(bounded(safe_message))
     .bind::<SqlUuid, _>(fence.task_id)
     .prepared()
-    .execute(conn)
-    .await?;
+    .get_result::<Count>(conn)
+    .await?
+    .count;
     Ok(updated == 1)
 }
 
@@ -491,7 +539,8 @@ pub async fn requeue_for_retry(
             "job.previous",
             "now() + $5 * interval '1 millisecond'"
         ),
-        " SELECT count(*) AS count FROM event"
+        // The NOTIFY wakes the dispatchers: the slot is free (the retry is due later).
+        " SELECT count(pg_notify('quire_outbox', '')) AS count FROM event"
     ))
     .bind::<SqlUuid, _>(fence.job_id)
     .bind::<Text, _>(&fence.worker_id)
@@ -565,7 +614,8 @@ pub async fn stop_at_shutdown(
              WHERE d.id = failed.document_id AND d.tenant_id = failed.tenant_id \
                AND failed.job_type = ANY($8) \
              RETURNING d.id) \
-         SELECT (SELECT count(*) FROM event) AS requeued, (SELECT count(*) FROM failed) AS failed"
+         SELECT (SELECT count(*) FROM event) AS requeued, (SELECT count(*) FROM failed) AS failed, \
+             pg_notify('quire_outbox', '') IS NULL AS notified"
     ))
     .bind::<SqlUuid, _>(fence.job_id)
     .bind::<Text, _>(&fence.worker_id)
@@ -680,7 +730,8 @@ pub async fn retry_failed_job(
              WHERE j.id = $1 AND j.tenant_id = $2 AND j.document_id IS NOT DISTINCT FROM $3 \
                AND j.status = 'FAILED' \
              RETURNING j.id, j.tenant_id, j.job_type, prev.previous), ",
-        next_event_cte!("$4", "job.previous", "now()"),
+        // An operator's or member's retry is interactive, whatever the job's origin.
+        next_event_cte!("$4", "job.previous", "now()", "'interactive'"),
         " SELECT count(pg_notify('quire_outbox', '')) AS count FROM event"
     ))
     .bind::<SqlUuid, _>(job_id)

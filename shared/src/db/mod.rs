@@ -18,6 +18,7 @@ pub mod outbox;
 pub mod pauses;
 pub mod prepared;
 pub mod queue_state;
+pub mod scheduler;
 pub mod schedules;
 pub mod schema;
 pub mod search_indexes;

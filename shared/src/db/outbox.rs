@@ -71,7 +71,14 @@ pub async fn claim_due_events(
 }
 
 /// `PUBLISHING → PUBLISHED` after Redis answered, for the events this dispatcher still
-/// holds. Returns how many it marked.
+/// holds; in the same statement each job still `QUEUED` on that event records it as
+/// announced (`announced_event_id`): the job is in flight until a worker claims it or it
+/// gets a new event. A job row someone else holds is skipped, never waited for: this
+/// statement holds the event rows, and a cancel holds the job before its events, so
+/// waiting could deadlock. Whoever holds a queued job is claiming, cancelling or
+/// deleting it, which ends its time in flight anyway; a skip that was not (the holder
+/// rolled back) only leaves the job uncounted, one message over the bound, never a lost
+/// one (lost-message recovery does not read the column). Returns how many it marked.
 pub async fn mark_published(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,
@@ -79,19 +86,39 @@ pub async fn mark_published(
 ) -> Result<usize, DbError> {
     let ids: Vec<Uuid> = published.iter().map(|p| p.event_id).collect();
     let task_ids: Vec<Uuid> = published.iter().map(|p| p.task_id).collect();
-    Ok(diesel::sql_query(
-        "UPDATE outbox_events AS e \
-         SET status = 'PUBLISHED', published_at = now(), broker_task_id = p.task_id, \
-             last_error = NULL \
-         FROM unnest($1::uuid[], $2::uuid[]) AS p(id, task_id) \
-         WHERE e.id = p.id AND e.status = 'PUBLISHING' AND e.claimed_by = $3",
+    let marked = diesel::sql_query(
+        "WITH marked AS ( \
+             UPDATE outbox_events AS e \
+             SET status = 'PUBLISHED', published_at = now(), broker_task_id = p.task_id, \
+                 last_error = NULL \
+             FROM unnest($1::uuid[], $2::uuid[]) AS p(id, task_id) \
+             WHERE e.id = p.id AND e.status = 'PUBLISHING' AND e.claimed_by = $3 \
+             RETURNING e.id, e.job_id), \
+         locked AS ( \
+             SELECT j.id FROM processing_jobs AS j JOIN marked AS m ON m.job_id = j.id \
+             WHERE j.status = 'QUEUED' AND j.current_event_id = m.id \
+             FOR UPDATE OF j SKIP LOCKED), \
+         announced AS ( \
+             UPDATE processing_jobs AS j SET announced_event_id = m.id \
+             FROM marked AS m \
+             WHERE j.id = m.job_id AND j.id IN (SELECT id FROM locked) \
+               AND j.status = 'QUEUED' AND j.current_event_id = m.id \
+             RETURNING j.id) \
+         SELECT count(*) AS count FROM marked",
     )
     .bind::<Array<SqlUuid>, _>(ids)
     .bind::<Array<SqlUuid>, _>(task_ids)
     .bind::<Text, _>(dispatcher_id)
     .prepared()
-    .execute(conn)
-    .await?)
+    .get_result::<MarkedCount>(conn)
+    .await?;
+    Ok(usize::try_from(marked.count).unwrap_or(0))
+}
+
+#[derive(QueryableByName)]
+struct MarkedCount {
+    #[diesel(sql_type = Int8)]
+    count: i64,
 }
 
 /// `PUBLISHING → PENDING` after a failed push: one more publish attempt, due again after

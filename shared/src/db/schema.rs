@@ -87,6 +87,7 @@ diesel::table! {
         error_message -> Nullable<Text>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        announced_event_id -> Nullable<Uuid>,
     }
 }
 
@@ -106,6 +107,7 @@ diesel::table! {
         last_error -> Nullable<Text>,
         published_at -> Nullable<Timestamptz>,
         created_at -> Timestamptz,
+        priority -> Text,
     }
 }
 

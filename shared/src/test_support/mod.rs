@@ -35,7 +35,7 @@ use uuid::Uuid;
 pub use database::TestDatabase;
 pub use legacy_signing::signed_as_v1;
 #[cfg(feature = "fault-injection")]
-pub use oracle::{create_oracle_tables, enqueue_fault_jobs, started_runs};
+pub use oracle::{create_oracle_tables, enqueue_fault_jobs, enqueue_fault_jobs_in, started_runs};
 pub use postgres_server::PostgresServer;
 pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, RedisTls, free_port};

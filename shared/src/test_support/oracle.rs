@@ -5,7 +5,7 @@
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use uuid::Uuid;
 
-use crate::db::jobs::{self, NewJob};
+use crate::db::jobs::{self, NewJob, Priority};
 use crate::db::{DbError, PgPool};
 use crate::jobs::FaultTest;
 
@@ -37,6 +37,26 @@ pub async fn enqueue_fault_jobs(
     payload: FaultTest,
     max_attempts: i32,
 ) -> Vec<Uuid> {
+    enqueue_fault_jobs_in(
+        pool,
+        tenant_id,
+        count,
+        payload,
+        max_attempts,
+        Priority::Interactive,
+    )
+    .await
+}
+
+/// [`enqueue_fault_jobs`] in the priority class `priority`.
+pub async fn enqueue_fault_jobs_in(
+    pool: &PgPool,
+    tenant_id: Uuid,
+    count: usize,
+    payload: FaultTest,
+    max_attempts: i32,
+    priority: Priority,
+) -> Vec<Uuid> {
     let mut conn = pool.get().await.expect("connection");
     let mut ids = Vec::with_capacity(count);
     for chunk in (0..count).collect::<Vec<_>>().chunks(250) {
@@ -44,7 +64,8 @@ pub async fn enqueue_fault_jobs(
             .transaction::<_, DbError, _>(async |conn| {
                 let mut batch = Vec::with_capacity(chunk.len());
                 for _ in chunk {
-                    let job = NewJob::new(tenant_id, payload, max_attempts, None);
+                    let job =
+                        NewJob::new(tenant_id, payload, max_attempts, None).with_priority(priority);
                     let enqueued = jobs::enqueue(conn, &job)
                         .await?
                         .expect("a fault job never conflicts");

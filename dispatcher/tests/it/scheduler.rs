@@ -1,0 +1,203 @@
+//! The publisher as the scheduler, with the test as the only worker: it pops and claims
+//! by hand, so what is published, and when, is visible message by message. A tenant at
+//! its running cap gets nothing more until a job finishes; racing dispatchers keep the
+//! per-queue bound and never publish an event twice.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use deadpool_redis::redis;
+use diesel::sql_types::{BigInt, Uuid as SqlUuid};
+use quire_shared::broker::WireMessage;
+use quire_shared::db::jobs::{self, Enqueued, NewJob};
+use quire_shared::jobs::BenchNoop;
+use quire_shared::states::EventStatus;
+use quire_shared::test_support::eventually;
+use uuid::Uuid;
+
+use crate::support::{DEADLINE, World};
+
+const LEASE: Duration = Duration::from_secs(60);
+
+async fn enqueue_for(world: &World, tenant_id: Uuid) -> Enqueued {
+    let job = NewJob::new(tenant_id, BenchNoop {}, 3, None);
+    let mut conn = world.pool.get().await.expect("connection");
+    jobs::enqueue(&mut conn, &job)
+        .await
+        .expect("enqueue")
+        .expect("enqueued")
+}
+
+/// How many of the tenant's events are `PUBLISHED`.
+async fn published_of(world: &World, tenant_id: Uuid) -> i64 {
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        count: i64,
+    }
+    let mut conn = world.pool.get().await.expect("connection");
+    let query = diesel::sql_query(
+        "SELECT count(*) AS count FROM outbox_events WHERE tenant_id = $1 AND status = 'PUBLISHED'",
+    )
+    .bind::<SqlUuid, _>(tenant_id);
+    diesel_async::RunQueryDsl::get_result::<Count>(query, &mut conn)
+        .await
+        .expect("count")
+        .count
+}
+
+async fn wait_published(world: &World, enqueued: Enqueued) {
+    eventually(DEADLINE, "the event is published", || async {
+        (world.events(enqueued.job_id).await[0].status == EventStatus::Published).then_some(())
+    })
+    .await;
+}
+
+/// Pops every message in the test list now (none: an empty vector).
+async fn pop_all(world: &World) -> Vec<WireMessage> {
+    let popped: Option<Vec<String>> = redis::cmd("RPOP")
+        .arg(world.list())
+        .arg(10_000)
+        .query_async(&mut world.redis_command().await)
+        .await
+        .expect("rpop");
+    popped
+        .unwrap_or_default()
+        .iter()
+        .map(|text| serde_json::from_str(text).expect("a wire message"))
+        .collect()
+}
+
+async fn list_length(world: &World) -> i64 {
+    redis::cmd("LLEN")
+        .arg(world.list())
+        .query_async(&mut world.redis_command().await)
+        .await
+        .expect("llen")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_at_its_running_cap_gets_nothing_more_published_until_a_job_finishes() {
+    let world = World::new().await;
+    let tenant_a = world.tenant_id;
+    let (tenant_b, _) = world
+        .context
+        .provisioned_tenant("tenant-b", Uuid::now_v7())
+        .await;
+    world
+        .execute(
+            "UPDATE tenants SET max_running_jobs = 2 WHERE id = $1",
+            tenant_a,
+        )
+        .await;
+    for _ in 0..10 {
+        world.enqueue().await;
+    }
+    world.start_dispatcher();
+    eventually(DEADLINE, "two of A's events are published", || async {
+        (published_of(&world, tenant_a).await == 2).then_some(())
+    })
+    .await;
+
+    // B's publication proves a round ran since; A stayed at its cap of two in flight.
+    wait_published(&world, enqueue_for(&world, tenant_b).await).await;
+    assert_eq!(published_of(&world, tenant_a).await, 2);
+
+    // A claimed job still counts against the cap: running plus in flight.
+    let popped = pop_all(&world).await;
+    let a_message = popped
+        .iter()
+        .find(|message| message.tenant_id == tenant_a)
+        .expect("a message of A");
+    let job = world
+        .claim(
+            Enqueued {
+                job_id: a_message.job_id,
+                event_id: a_message.event_id,
+            },
+            LEASE,
+        )
+        .await;
+    wait_published(&world, enqueue_for(&world, tenant_b).await).await;
+    assert_eq!(
+        published_of(&world, tenant_a).await,
+        2,
+        "one running and one in flight is the cap"
+    );
+
+    // Its finish frees a place (and wakes the dispatcher): one more of A's is published.
+    let mut conn = world.pool.get().await.expect("connection");
+    let fence = job.fence().expect("a claimed job has a fence");
+    assert!(
+        jobs::mark_succeeded(&mut conn, &fence)
+            .await
+            .expect("finish")
+    );
+    eventually(DEADLINE, "a third event of A is published", || async {
+        (published_of(&world, tenant_a).await == 3).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_dispatchers_keep_the_in_flight_bound_and_never_publish_an_event_twice() {
+    const BOUND: i64 = 20;
+    const JOBS: usize = 300;
+    let world = World::new().await;
+    let mut enqueued = Vec::with_capacity(JOBS);
+    for _ in 0..JOBS {
+        enqueued.push(world.enqueue().await);
+    }
+    for _ in 0..3 {
+        world.start_dispatcher_with(|settings| {
+            settings.scheduling.in_flight_per_queue = BOUND;
+            // Several rounds per refill, so the dispatchers interleave.
+            settings.dispatcher.batch_size = 7;
+        });
+    }
+
+    let mut seen = HashSet::new();
+    while seen.len() < JOBS {
+        let length = list_length(&world).await;
+        assert!(
+            length <= BOUND,
+            "{length} messages wait in Redis, more than the bound of {BOUND}"
+        );
+        let popped = eventually(DEADLINE, "messages are published", || async {
+            let popped = pop_all(&world).await;
+            (!popped.is_empty()).then_some(popped)
+        })
+        .await;
+        let mut conn = world.pool.get().await.expect("connection");
+        for message in popped {
+            assert!(
+                seen.insert(message.event_id),
+                "event {} was published twice",
+                message.event_id
+            );
+            let job = jobs::claim_job(
+                &mut conn,
+                message.job_id,
+                message.event_id,
+                "worker-test",
+                message.task_id,
+                LEASE,
+            )
+            .await
+            .expect("claim")
+            .expect("each message claims its job");
+            let fence = job.fence().expect("fence");
+            assert!(
+                jobs::mark_succeeded(&mut conn, &fence)
+                    .await
+                    .expect("finish")
+            );
+        }
+    }
+    for job in enqueued {
+        let events = world.events(job.job_id).await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].status, EventStatus::Published);
+        assert_eq!(events[0].publish_attempts, 0);
+    }
+}

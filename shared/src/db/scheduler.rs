@@ -1,0 +1,309 @@
+//! The scheduler's statements (docs/decisions.md, "Fair share"): what it reads before a
+//! round and the claim of its plan (`scheduling::plan`). None of them grows with the
+//! backlog: the tenants with due events are found by skipping along
+//! `outbox_events_fair_idx` from one (queue, class, tenant) to the next, each one's due
+//! events are counted only up to the round's largest budget, and the occupancy comes
+//! from the partial indexes of running and in-flight jobs, which hold at most the
+//! fleet's slots and the per-queue bounds.
+//!
+//! A round runs in one transaction holding [`SCHEDULER_LOCK`]: dispatchers plan one at a
+//! time, each on what the last one claimed (claimed events count as in flight), so the
+//! per-queue bound and the running caps hold with any number of dispatchers.
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, Int8, Text, Timestamptz, Uuid as SqlUuid};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::DbError;
+use super::outbox::ClaimedEvent;
+use super::prepared::Prepared;
+use super::workers::LIVE_WITHIN_SECONDS;
+use crate::scheduling::{self, Candidate, Limits, Occupancy, Pick, Priority, State};
+
+/// The advisory lock (transaction-scoped) a scheduling round holds.
+pub const SCHEDULER_LOCK: i64 = 0x5155_4952_4553_4348; // "QUIRESCH"
+
+/// Waits for the scheduling lock; call first in the round's transaction.
+pub async fn lock_round(conn: &mut AsyncPgConnection) -> Result<(), DbError> {
+    diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
+        .bind::<Int8, _>(SCHEDULER_LOCK)
+        .prepared()
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+#[derive(QueryableByName)]
+struct OccupancyRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = SqlUuid)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = Int8)]
+    running: i64,
+    #[diesel(sql_type = Int8)]
+    in_flight: i64,
+    #[diesel(sql_type = Int8)]
+    bulk_in_flight: i64,
+}
+
+#[derive(QueryableByName)]
+struct SlotsRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Int8)]
+    slots: i64,
+}
+
+#[derive(QueryableByName)]
+struct CandidateRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    priority: String,
+    #[diesel(sql_type = SqlUuid)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = Int8)]
+    due: i64,
+    #[diesel(sql_type = Timestamptz)]
+    head_due_at: OffsetDateTime,
+    #[diesel(sql_type = Int8)]
+    weight: i64,
+    #[diesel(sql_type = Int8)]
+    cap: i64,
+}
+
+/// Running and in-flight jobs per queue and tenant. In flight: published and not yet
+/// claimed (`QUEUED`, its current event announced), or being published right now
+/// (`PUBLISHING`). A held job (its tenant or queue paused) is not in flight even when
+/// announced: a worker's claim refuses its message, and the resume announces it anew,
+/// so counting it would keep the queue's places from everyone else until the resume.
+pub async fn occupancy(conn: &mut AsyncPgConnection) -> Result<Vec<Occupancy>, DbError> {
+    let rows = diesel::sql_query(
+        "SELECT queue, tenant_id, sum(running)::int8 AS running, \
+                sum(in_flight)::int8 AS in_flight, sum(bulk_in_flight)::int8 AS bulk_in_flight \
+         FROM ( \
+             SELECT job_type AS queue, tenant_id, count(*) AS running, 0 AS in_flight, \
+                    0 AS bulk_in_flight \
+             FROM processing_jobs WHERE status = 'RUNNING' GROUP BY 1, 2 \
+             UNION ALL \
+             SELECT j.job_type, j.tenant_id, 0, count(*), count(*) FILTER (WHERE e.priority = 'bulk') \
+             FROM processing_jobs AS j JOIN outbox_events AS e ON e.id = j.current_event_id \
+             WHERE j.status = 'QUEUED' AND j.announced_event_id = j.current_event_id \
+               AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = j.job_type) \
+               AND NOT EXISTS (SELECT 1 FROM tenants AS t \
+                               WHERE t.id = j.tenant_id AND t.processing_paused_at IS NOT NULL) \
+             GROUP BY 1, 2 \
+             UNION ALL \
+             SELECT queue, tenant_id, 0, count(*), count(*) FILTER (WHERE priority = 'bulk') \
+             FROM outbox_events WHERE status = 'PUBLISHING' GROUP BY 1, 2) AS o \
+         GROUP BY 1, 2",
+    )
+    .prepared()
+    .load::<OccupancyRow>(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| Occupancy {
+            queue: row.queue,
+            tenant_id: row.tenant_id,
+            running: row.running,
+            in_flight: row.in_flight,
+            bulk_in_flight: row.bulk_in_flight,
+        })
+        .collect())
+}
+
+/// Slots of the live workers serving each queue (the `workers` table).
+pub async fn live_slots(
+    conn: &mut AsyncPgConnection,
+) -> Result<std::collections::HashMap<String, i64>, DbError> {
+    let rows = diesel::sql_query(format!(
+        "SELECT q AS queue, sum(w.slots)::int8 AS slots \
+         FROM workers AS w, unnest(w.queues) AS q \
+         WHERE w.last_seen_at > now() - interval '{LIVE_WITHIN_SECONDS} seconds' \
+         GROUP BY 1"
+    ))
+    .load::<SlotsRow>(conn)
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.queue, row.slots)).collect())
+}
+
+/// Every (queue, class, tenant) with events due now, leaving out paused tenants and
+/// paused queues: its due events counted up to `lookahead`, its oldest head, the
+/// tenant's weight and cap (`default_cap` unless the tenant sets its own). A tenant row
+/// that is gone (a removed tenant's last jobs) is not paused, of weight 1.
+pub async fn candidates(
+    conn: &mut AsyncPgConnection,
+    lookahead: i64,
+    default_cap: i64,
+) -> Result<Vec<Candidate>, DbError> {
+    let rows = diesel::sql_query(
+        "WITH RECURSIVE heads AS ( \
+             (SELECT queue, priority, tenant_id FROM outbox_events \
+              WHERE status = 'PENDING' ORDER BY queue, priority, tenant_id LIMIT 1) \
+             UNION ALL \
+             SELECT n.queue, n.priority, n.tenant_id FROM heads AS h CROSS JOIN LATERAL ( \
+                 SELECT e.queue, e.priority, e.tenant_id FROM outbox_events AS e \
+                 WHERE e.status = 'PENDING' \
+                   AND (e.queue, e.priority, e.tenant_id) > (h.queue, h.priority, h.tenant_id) \
+                 ORDER BY e.queue, e.priority, e.tenant_id LIMIT 1) AS n) \
+         SELECT h.queue, h.priority, h.tenant_id, d.due, d.head_due_at, \
+                COALESCE(t.share_weight, 1)::int8 AS weight, \
+                COALESCE(t.max_running_jobs::int8, $2) AS cap \
+         FROM heads AS h \
+         CROSS JOIN LATERAL ( \
+             SELECT count(*) AS due, min(s.next_attempt_at) AS head_due_at FROM ( \
+                 SELECT e.next_attempt_at FROM outbox_events AS e \
+                 WHERE e.status = 'PENDING' AND e.queue = h.queue AND e.priority = h.priority \
+                   AND e.tenant_id = h.tenant_id AND e.next_attempt_at <= now() \
+                 ORDER BY e.next_attempt_at LIMIT $1) AS s) AS d \
+         LEFT JOIN tenants AS t ON t.id = h.tenant_id \
+         WHERE d.due > 0 AND t.processing_paused_at IS NULL \
+           AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = h.queue)",
+    )
+    .bind::<Int8, _>(lookahead)
+    .bind::<Int8, _>(default_cap)
+    .prepared()
+    .load::<CandidateRow>(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| Candidate {
+            queue: row.queue,
+            priority: Priority::parse(&row.priority),
+            tenant_id: row.tenant_id,
+            due: row.due,
+            head_due_at: row.head_due_at,
+            weight: row.weight,
+            cap: row.cap,
+        })
+        .collect())
+}
+
+/// One scheduling round, in one transaction under [`SCHEDULER_LOCK`]: read the
+/// occupancy, the live slots and the candidates, plan (`scheduling::plan`), claim. The
+/// lock makes dispatchers plan one after another, each counting what the last one
+/// claimed as in flight; the Redis push happens after the commit, outside the lock.
+pub async fn claim_next(
+    conn: &mut AsyncPgConnection,
+    dispatcher_id: &str,
+    limits: &Limits,
+    default_cap: i64,
+) -> Result<Vec<ClaimedEvent>, DbError> {
+    conn.transaction::<_, DbError, _>(async |conn| {
+        lock_round(conn).await?;
+        let occupancy = occupancy(conn).await?;
+        let slots = live_slots(conn).await?;
+        // Count each tenant's due events only as far as a round could take them.
+        let widest = slots
+            .values()
+            .copied()
+            .fold(limits.in_flight_per_queue, i64::max)
+            .min(limits.batch_size);
+        let candidates = candidates(conn, widest, default_cap).await?;
+        let state = State {
+            candidates,
+            occupancy,
+            slots,
+        };
+        let picks = scheduling::plan(&state, limits);
+        claim(conn, dispatcher_id, &picks).await
+    })
+    .await
+}
+
+/// `PENDING → PUBLISHING` for the plan: each (queue, class, tenant) its next due events,
+/// as many as it was picked, skipping rows another dispatcher holds. Guarded again: a
+/// pause committed since the state was read holds its events back. Returns the claimed
+/// events in publication order (the plan's interleaving of tenants and classes).
+pub async fn claim(
+    conn: &mut AsyncPgConnection,
+    dispatcher_id: &str,
+    picks: &[Pick],
+) -> Result<Vec<ClaimedEvent>, DbError> {
+    let mut groups: Vec<(&Pick, i64)> = Vec::new();
+    for pick in picks {
+        match groups.iter_mut().find(|(group, _)| *group == pick) {
+            Some((_, count)) => *count += 1,
+            None => groups.push((pick, 1)),
+        }
+    }
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let queues: Vec<&str> = groups.iter().map(|(p, _)| p.queue.as_str()).collect();
+    let priorities: Vec<&str> = groups.iter().map(|(p, _)| p.priority.as_str()).collect();
+    let tenants: Vec<Uuid> = groups.iter().map(|(p, _)| p.tenant_id).collect();
+    let counts: Vec<i64> = groups.iter().map(|(_, n)| *n).collect();
+    let claimed = diesel::sql_query(
+        "WITH w AS ( \
+             SELECT * FROM unnest($2::text[], $3::text[], $4::uuid[], $5::int8[]) \
+                 AS w(queue, priority, tenant_id, n) \
+             WHERE NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = w.queue) \
+               AND NOT EXISTS (SELECT 1 FROM tenants AS t \
+                               WHERE t.id = w.tenant_id AND t.processing_paused_at IS NOT NULL)), \
+         picked AS ( \
+             SELECT e.id FROM w CROSS JOIN LATERAL ( \
+                 SELECT o.id FROM outbox_events AS o \
+                 WHERE o.status = 'PENDING' AND o.queue = w.queue AND o.priority = w.priority \
+                   AND o.tenant_id = w.tenant_id AND o.next_attempt_at <= now() \
+                 ORDER BY o.next_attempt_at LIMIT w.n \
+                 FOR UPDATE SKIP LOCKED) AS e) \
+         UPDATE outbox_events \
+         SET status = 'PUBLISHING', claimed_at = now(), claimed_by = $1 \
+         WHERE id IN (SELECT id FROM picked) AND status = 'PENDING' \
+         RETURNING id, job_id, queue, message, publish_attempts, claimed_at, tenant_id, \
+             priority, next_attempt_at",
+    )
+    .bind::<Text, _>(dispatcher_id)
+    .bind::<Array<Text>, _>(queues)
+    .bind::<Array<Text>, _>(priorities)
+    .bind::<Array<SqlUuid>, _>(tenants)
+    .bind::<Array<Int8>, _>(counts)
+    .prepared()
+    .load::<ClaimedRow>(conn)
+    .await?;
+    Ok(in_plan_order(picks, claimed))
+}
+
+#[derive(QueryableByName)]
+struct ClaimedRow {
+    #[diesel(embed)]
+    event: ClaimedEvent,
+    #[diesel(sql_type = SqlUuid)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = Text)]
+    priority: String,
+    #[diesel(sql_type = Timestamptz)]
+    next_attempt_at: OffsetDateTime,
+}
+
+/// The claimed events in the order of the picks: each pick takes the oldest claimed
+/// event of its (queue, class, tenant) not yet taken.
+fn in_plan_order(picks: &[Pick], mut claimed: Vec<ClaimedRow>) -> Vec<ClaimedEvent> {
+    claimed.sort_by_key(|row| row.next_attempt_at);
+    let mut taken = vec![false; claimed.len()];
+    let mut ordered = Vec::with_capacity(claimed.len());
+    for pick in picks {
+        let next = claimed.iter().enumerate().position(|(index, row)| {
+            !taken[index]
+                && row.event.queue == pick.queue
+                && row.tenant_id == pick.tenant_id
+                && Priority::parse(&row.priority) == pick.priority
+        });
+        if let Some(index) = next {
+            taken[index] = true;
+            ordered.push(index);
+        }
+    }
+    // Never leave a claimed event behind (it would wait for the claim timeout).
+    ordered.extend((0..taken.len()).filter(|&index| !taken[index]));
+    let mut slots: Vec<Option<ClaimedRow>> = claimed.into_iter().map(Some).collect();
+    ordered
+        .into_iter()
+        .filter_map(|index| slots[index].take().map(|row| row.event))
+        .collect()
+}
