@@ -49,6 +49,13 @@ pub const QUEUE_LENGTH: &str = "quire_queue_length";
 pub const WORKERS_LIVE: &str = "quire_workers_live";
 pub const LIVE_SLOTS: &str = "quire_live_worker_slots";
 pub const LIVE_SLOTS_BUSY: &str = "quire_live_worker_slots_busy";
+/// Label `tenant`: a tenant's id for the top N by queued jobs, `other` for the rest.
+pub const TENANT_QUEUED_JOBS: &str = "quire_tenant_queued_jobs";
+/// Label `tenant`, as for `TENANT_QUEUED_JOBS`.
+pub const TENANT_OLDEST_QUEUED_SECONDS: &str = "quire_tenant_oldest_queued_job_seconds";
+pub const TENANTS_PAUSED: &str = "quire_tenants_paused";
+/// Label `queue`: 1 while that queue is paused, else 0.
+pub const QUEUE_PAUSED: &str = "quire_queue_paused";
 
 /// Seconds, from a millisecond to ten minutes.
 const SECONDS_BUCKETS: &[f64] = &[
