@@ -1,10 +1,20 @@
 //! The processes a bench drains with: one dispatcher and `--workers` workers, on the
-//! shared process launcher, in the bench's Redis namespace.
+//! shared process launcher, in the bench's Redis namespace and on its storage backend.
 
+use quire_shared::config::Settings;
 use quire_shared::process::{Launch, ProcessError, QuireProcess};
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, StorageChoice};
 use crate::usage::Usage;
+
+/// What every process of one bench run shares beyond the bench's environment: a Redis
+/// namespace of its own and, when the run names one, the storage backend.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub namespace: String,
+    /// `None`: the backend the settings name.
+    pub storage: Option<StorageChoice>,
+}
 
 pub struct Stack {
     dispatcher: QuireProcess,
@@ -12,14 +22,14 @@ pub struct Stack {
 }
 
 impl Stack {
-    pub fn start(namespace: &str, args: &BenchArgs) -> Result<Self, ProcessError> {
-        let mut dispatcher = launch("quire-dispatcher", namespace)?;
+    pub fn start(scope: &Scope, args: &BenchArgs) -> Result<Self, ProcessError> {
+        let mut dispatcher = launch("quire-dispatcher", scope)?;
         if let Some(batch_size) = args.batch_size {
             dispatcher = dispatcher.env("QUIRE__DISPATCHER__BATCH_SIZE", batch_size.to_string());
         }
         let workers = (0..args.workers)
             .map(|_| {
-                launch("quire-worker", namespace)?
+                launch("quire-worker", scope)?
                     .env("QUIRE__WORKER__CONCURRENCY", args.slots.to_string())
                     // What the worker asks for: a connection per slot, the claim's and the
                     // completer's.
@@ -52,14 +62,32 @@ impl Stack {
     }
 }
 
-/// A process of the bench's stack: the bench's environment (its settings), in the bench's
-/// Redis namespace, quiet, without probe or admin listeners (their fixed ports would
-/// collide between workers, and with a stack already running on this host).
-pub fn launch(binary: &str, namespace: &str) -> Result<Launch, ProcessError> {
-    Ok(Launch::new(binary)?
-        .env("QUIRE__REDIS__NAMESPACE", namespace)
+/// A process of the bench's stack: the bench's environment (its settings), in the run's
+/// Redis namespace and on its storage backend, quiet, without probe or admin listeners
+/// (their fixed ports would collide between workers, and with a stack already running on
+/// this host).
+pub fn launch(binary: &str, scope: &Scope) -> Result<Launch, ProcessError> {
+    let mut launch = Launch::new(binary)?;
+    if let Some(storage) = scope.storage {
+        launch = launch.env("QUIRE__STORAGE__BACKEND", storage.as_str());
+    }
+    Ok(launch
+        .env("QUIRE__REDIS__NAMESPACE", &scope.namespace)
         .env("QUIRE__DISPATCHER__PROBE_LISTEN", "")
         .env("QUIRE__WORKER__PROBE_LISTEN", "")
         .env("QUIRE__SERVER__ADMIN_LISTEN", "")
         .env("RUST_LOG", "warn"))
+}
+
+/// The settings with `storage.backend` set to `choice` (unchanged for `None`): what the
+/// bench itself stores with, as the processes it launches in that scope do.
+pub fn with_storage(settings: &Settings, choice: Option<StorageChoice>) -> Settings {
+    let _ = choice;
+    settings.clone()
+}
+
+/// The name of the storage backend `settings` use, for the report.
+pub fn storage_name(settings: &Settings) -> String {
+    let _ = settings;
+    "local".to_owned()
 }

@@ -62,3 +62,64 @@ async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
         assert!(out.contains("drain (jobs/s)"), "and a table: {out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fairness_scenario_runs_each_tenant_alone_and_together_and_every_job_succeeds() {
+    let context = TestContext::new().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
+        .args([
+            "--scenario",
+            "fairness",
+            "--fairness-backlog",
+            "60",
+            "--fairness-uploads",
+            "4",
+            "--fairness-rate",
+            "20",
+            "--slots",
+            "4",
+            "--file-size",
+            "4096",
+            "--workers",
+            "1",
+        ])
+        .envs(context.process_env())
+        .output()
+        .await
+        .expect("run quire-bench");
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench fairness failed: {err}\n{out}"
+    );
+    let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+        .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+    assert_eq!(report["scenario"], "fairness");
+    for round in ["b_alone", "b_with_a"] {
+        assert_eq!(report[round]["succeeded"], 4, "{report}");
+        assert!(
+            report[round]["commit_to_finish_ms"]["p99"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0),
+            "{round}: {report}"
+        );
+    }
+    for round in ["a_alone", "a_with_b"] {
+        assert_eq!(report[round]["succeeded"], 60, "{report}");
+        assert!(
+            report[round]["drain_jobs_per_second"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0),
+            "{round}: {report}"
+        );
+    }
+    for key in ["b_p99_ratio", "b_p99_target_ms", "a_drain_ratio"] {
+        assert!(
+            report[key].as_f64().is_some_and(|v| v > 0.0),
+            "{key}: {report}"
+        );
+    }
+    assert!(report["b_meets_target"].is_boolean(), "{report}");
+    assert!(out.contains("B's p99 with A / alone"), "and a table: {out}");
+}
