@@ -96,8 +96,9 @@ async fn run_standard<'a>(
     pool: &PgPool,
     storage: Option<StorageChoice>,
 ) -> anyhow::Result<Results<'a>> {
-    let settings = stack::with_storage(settings, storage);
-    let storage_name = stack::storage_name(&settings);
+    let settings = stack::with_storage(settings, storage)
+        .context("failed to load the settings of a storage run")?;
+    let storage_name = stack::storage_name(storage);
     let suffix = &Uuid::new_v4().simple().to_string()[..8];
     let scope = Scope {
         namespace: format!("bench-{suffix}"),

@@ -1,11 +1,14 @@
 //! The processes a bench drains with: one dispatcher and `--workers` workers, on the
 //! shared process launcher, in the bench's Redis namespace and on its storage backend.
 
-use quire_shared::config::Settings;
+use quire_shared::config::{Settings, SettingsError, SettingsSource};
 use quire_shared::process::{Launch, ProcessError, QuireProcess};
 
 use crate::args::{BenchArgs, StorageChoice};
 use crate::usage::Usage;
+
+/// The variable that sets `storage.backend` for a run's processes and for the bench.
+const BACKEND_VARIABLE: &str = "QUIRE__STORAGE__BACKEND";
 
 /// What every process of one bench run shares beyond the bench's environment: a Redis
 /// namespace of its own and, when the run names one, the storage backend.
@@ -69,7 +72,7 @@ impl Stack {
 pub fn launch(binary: &str, scope: &Scope) -> Result<Launch, ProcessError> {
     let mut launch = Launch::new(binary)?;
     if let Some(storage) = scope.storage {
-        launch = launch.env("QUIRE__STORAGE__BACKEND", storage.as_str());
+        launch = launch.env(BACKEND_VARIABLE, storage.as_str());
     }
     Ok(launch
         .env("QUIRE__REDIS__NAMESPACE", &scope.namespace)
@@ -79,15 +82,29 @@ pub fn launch(binary: &str, scope: &Scope) -> Result<Launch, ProcessError> {
         .env("RUST_LOG", "warn"))
 }
 
-/// The settings with `storage.backend` set to `choice` (unchanged for `None`): what the
-/// bench itself stores with, as the processes it launches in that scope do.
-pub fn with_storage(settings: &Settings, choice: Option<StorageChoice>) -> Settings {
-    let _ = choice;
-    settings.clone()
+/// The bench's settings for a run on `choice` (the configured backend for `None`): read
+/// again from the same files and environment the run's processes get, with the same
+/// `QUIRE__STORAGE__BACKEND` that [`launch`] gives them, so the files the bench stores
+/// itself land where its workers read them.
+pub fn with_storage(
+    settings: &Settings,
+    choice: Option<StorageChoice>,
+) -> Result<Settings, SettingsError> {
+    let Some(choice) = choice else {
+        return Ok(settings.clone());
+    };
+    let mut source = SettingsSource::from_process_env()?;
+    source
+        .env
+        .insert(BACKEND_VARIABLE.to_owned(), choice.as_str().to_owned());
+    Settings::from_source(&source)
 }
 
-/// The name of the storage backend `settings` use, for the report.
-pub fn storage_name(settings: &Settings) -> String {
-    let _ = settings;
-    "local".to_owned()
+/// The name of the storage backend of a run on `choice`, for the report: for `None`, what
+/// the environment names, else the default (local).
+pub fn storage_name(choice: Option<StorageChoice>) -> String {
+    match choice {
+        Some(choice) => choice.as_str().to_owned(),
+        None => std::env::var(BACKEND_VARIABLE).unwrap_or_else(|_| "local".to_owned()),
+    }
 }

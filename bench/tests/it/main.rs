@@ -123,3 +123,85 @@ async fn the_fairness_scenario_runs_each_tenant_alone_and_together_and_every_job
     assert!(report["b_meets_target"].is_boolean(), "{report}");
     assert!(out.contains("B's p99 with A / alone"), "and a table: {out}");
 }
+
+/// One invocation measures the integrity workload (and HTTP uploads) on local storage and
+/// on S3 and prints both, each from its own JSON line. It needs the SeaweedFS that
+/// scripts/test starts for the S3 backend (`QUIRE_TEST_S3_*`); before that backend's
+/// scripts are in, there is no S3 server to run on and the test has nothing to check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_invocation_measures_local_storage_and_s3_side_by_side() {
+    let Ok(endpoint) = std::env::var("QUIRE_TEST_S3_ENDPOINT") else {
+        return;
+    };
+    let variable = |name: &str| std::env::var(name).unwrap_or_default();
+    let context = TestContext::new().await;
+    let prefix = format!("bench-{}", uuid::Uuid::new_v4().simple());
+    let s3 = [
+        ("QUIRE__STORAGE__S3__ENDPOINT", endpoint),
+        (
+            "QUIRE__STORAGE__S3__BUCKET",
+            variable("QUIRE_TEST_S3_BUCKET"),
+        ),
+        ("QUIRE__STORAGE__S3__PATH_STYLE", "true".to_owned()),
+        (
+            "QUIRE__STORAGE__S3__ACCESS_KEY_ID",
+            variable("QUIRE_TEST_S3_ACCESS_KEY_ID"),
+        ),
+        (
+            "QUIRE__STORAGE__S3__SECRET_ACCESS_KEY",
+            variable("QUIRE_TEST_S3_SECRET_ACCESS_KEY"),
+        ),
+        ("QUIRE__STORAGE__S3__PREFIX", prefix),
+    ];
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
+        .args([
+            "--workload",
+            "integrity",
+            "--storage",
+            "local,s3",
+            "--jobs",
+            "20",
+            "--rate",
+            "10",
+            "--seconds",
+            "1",
+            "--slots",
+            "4",
+            "--file-size",
+            "4096",
+            "--uploads",
+            "5",
+            "--upload-clients",
+            "2",
+        ])
+        .envs(context.process_env())
+        .envs(s3)
+        .output()
+        .await
+        .expect("run quire-bench");
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench storage failed: {err}\n{out}"
+    );
+    let reports: Vec<Value> = out
+        .lines()
+        .take(2)
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("JSON lines: {out}")))
+        .collect();
+    for (report, storage) in reports.iter().zip(["local", "s3"]) {
+        assert_eq!(report["storage"], storage, "{report}");
+        assert_eq!(report["succeeded"], 20, "{report}");
+        assert!(
+            report["http_uploads_per_second"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0),
+            "{report}"
+        );
+    }
+    assert!(
+        out.contains("storage local / s3"),
+        "and side by side: {out}"
+    );
+}
