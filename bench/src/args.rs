@@ -3,6 +3,32 @@
 use clap::{Parser, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Direct enqueue, drain, steady rate and HTTP uploads of one --workload.
+    Standard,
+    /// Tenant B's uploads beside tenant A's integrity backlog, and each alone
+    /// (docs/benchmarks.md, "Fairness").
+    Fairness,
+}
+
+/// A storage backend a run is measured on (`storage.backend` of every process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StorageChoice {
+    Local,
+    S3,
+}
+
+impl StorageChoice {
+    /// The value of `storage.backend`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::S3 => "s3",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
     /// Jobs that do nothing: the queue's own cost.
     Noop,
@@ -15,6 +41,8 @@ pub enum Workload {
 #[derive(Debug, Parser)]
 #[command(name = "quire-bench", version)]
 pub struct BenchArgs {
+    #[arg(long, value_enum, default_value = "standard")]
+    pub scenario: Scenario,
     /// Jobs enqueued directly, then drained.
     #[arg(long, default_value_t = 5000)]
     pub jobs: usize,
@@ -48,4 +76,17 @@ pub struct BenchArgs {
     /// Concurrent HTTP clients of the upload run.
     #[arg(long, default_value_t = 16)]
     pub upload_clients: usize,
+    /// Storage backends to run the standard scenario on, one after the other, each
+    /// printed (e.g. `local,s3`); none: the backend the settings name.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub storage: Vec<StorageChoice>,
+    /// Fairness: tenant A's integrity jobs, enqueued 100 per commit.
+    #[arg(long, default_value_t = 20_000)]
+    pub fairness_backlog: usize,
+    /// Fairness: tenant B's uploads.
+    #[arg(long, default_value_t = 50)]
+    pub fairness_uploads: usize,
+    /// Fairness: tenant B's uploads per second.
+    #[arg(long, default_value_t = 5.0)]
+    pub fairness_rate: f64,
 }

@@ -15,12 +15,19 @@
 //! - CPU seconds per 1,000 jobs and peak RSS of each process (from /proc), and database
 //!   commits per job (pg_stat_database) over the drain.
 //!
-//! It prints one JSON line, then a table. Timings are never asserted by any test.
+//! `--scenario fairness` measures instead one tenant's uploads beside another tenant's
+//! backlog, and each alone (`fairness.rs`).
+//!
+//! `--storage local,s3` runs all of it once per storage backend named (every process of
+//! a run on that backend) and prints each run, then the two side by side.
+//!
+//! It prints one JSON line per run, then a table per run. Timings are never asserted by any test.
 //!
 //! A crate of its own, not a `quire-admin` command: its raw SQL, /proc reading and
 //! process launching have no place in the API's build.
 
 mod args;
+mod fairness;
 mod measure;
 mod report;
 mod stack;
@@ -32,16 +39,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use quire_shared::config::Settings;
-use quire_shared::db::{self, jobs, members, tenants};
+use quire_shared::db::{self, PgPool, jobs, members, tenants};
 use quire_shared::permissions::MemberSpec;
 use quire_shared::states::TenantStatus;
 use uuid::Uuid;
 
-pub use args::{BenchArgs, Workload};
+pub use args::{BenchArgs, Scenario, StorageChoice, Workload};
 
 use measure::{Spans, commits, wait_finished};
 use report::Results;
-use stack::Stack;
+use stack::{Scope, Stack};
 use usage::Usage;
 use workload::Bench;
 
@@ -50,8 +57,53 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     db::ping(&pool)
         .await
         .context("failed to connect to the database")?;
+    if args.scenario == Scenario::Fairness {
+        return fairness::run(settings, &args, &pool).await;
+    }
+    // One run per storage backend named (or one on the configured backend), each on a
+    // tenant and namespace of its own; every JSON line first, then each table.
+    let choices: Vec<Option<StorageChoice>> = if args.storage.is_empty() {
+        vec![None]
+    } else {
+        args.storage.iter().copied().map(Some).collect()
+    };
+    let mut runs = Vec::with_capacity(choices.len());
+    for choice in choices {
+        runs.push(run_standard(&settings, &args, &pool, choice).await?);
+    }
+    for results in &runs {
+        println!("{}", results.json());
+    }
+    for results in &runs {
+        println!();
+        results.print_table();
+    }
+    report::print_storage_comparison(&runs);
+    let failed = runs.iter().any(|results| {
+        results.drained.succeeded as usize != args.jobs
+            || results.latency.succeeded as usize != results.steady_jobs
+    });
+    if failed {
+        bail!("not every bench job succeeded");
+    }
+    Ok(())
+}
+
+/// The standard scenario on one storage backend (`None`: the configured one).
+async fn run_standard<'a>(
+    settings: &Settings,
+    args: &'a BenchArgs,
+    pool: &PgPool,
+    storage: Option<StorageChoice>,
+) -> anyhow::Result<Results<'a>> {
+    let settings = stack::with_storage(settings, storage)
+        .context("failed to load the settings of a storage run")?;
+    let storage_name = stack::storage_name(storage);
     let suffix = &Uuid::new_v4().simple().to_string()[..8];
-    let namespace = format!("bench-{suffix}");
+    let scope = Scope {
+        namespace: format!("bench-{suffix}"),
+        storage,
+    };
     let user_id = Uuid::now_v7();
     let tenant_id = {
         let mut conn = pool.get().await?;
@@ -67,7 +119,10 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         workload: args.workload,
         file_size: args.file_size,
     };
-    eprintln!("bench: tenant bench-{suffix}, redis namespace {namespace}");
+    eprintln!(
+        "bench: tenant bench-{suffix}, redis namespace {}, storage {storage_name}",
+        scope.namespace
+    );
 
     // Direct enqueue, nothing consuming yet.
     let prepared = bench.prepare(args.jobs).await?;
@@ -83,8 +138,8 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     let commits_before = commits(&mut conn).await?;
 
     // Drain: start the processes; the database clock times first start to last finish.
-    let stack = Stack::start(&namespace, &args)?;
-    let drained = wait_finished(&pool, tenant_id, bench.job_type(), &backlog).await?;
+    let stack = Stack::start(&scope, args)?;
+    let drained = wait_finished(pool, tenant_id, bench.job_type(), &backlog).await?;
     let commits_after = commits(&mut conn).await?;
     let (dispatcher_drain, worker_drain) = stack.usage();
 
@@ -107,7 +162,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     let latency = if steady.is_empty() {
         Spans::default()
     } else {
-        wait_finished(&pool, tenant_id, bench.job_type(), &steady).await?
+        wait_finished(pool, tenant_id, bench.job_type(), &steady).await?
     };
     let (dispatcher_end, worker_end) = stack.usage();
     stack.stop().await;
@@ -118,7 +173,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     } else {
         let run = uploads::run(uploads::UploadPlan {
             settings: &settings,
-            namespace: &namespace,
+            scope: &scope,
             tenant_id,
             user_id,
             count: args.uploads,
@@ -130,9 +185,9 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         Some(run)
     };
 
-    let (drained_succeeded, steady_succeeded) = (drained.succeeded, latency.succeeded);
-    Results {
-        args: &args,
+    Ok(Results {
+        args,
+        storage: storage_name,
         dispatcher_batch_size: args
             .batch_size
             .map_or(settings.dispatcher.batch_size, i64::from),
@@ -153,10 +208,5 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         latency,
         uploads_per_second: uploads.as_ref().map_or(0.0, |run| run.uploads_per_second),
         api_peak_rss: uploads.as_ref().map_or(0, |run| run.api_peak_rss),
-    }
-    .print();
-    if drained_succeeded as usize != args.jobs || steady_succeeded as usize != steady.len() {
-        bail!("not every bench job succeeded");
-    }
-    Ok(())
+    })
 }

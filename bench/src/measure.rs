@@ -164,3 +164,34 @@ pub async fn wait_finished(
     }
     Ok(spans)
 }
+
+#[derive(QueryableByName)]
+struct Queued {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = Timestamptz)]
+    queued_at: OffsetDateTime,
+}
+
+/// Jobs another process enqueued (the API, for an upload), each with its `queued_at`:
+/// its transaction's start on the database clock, the nearest the bench sees to the
+/// moment the commit was asked for. In the order of `job_ids`.
+pub async fn queued_at(
+    conn: &mut AsyncPgConnection,
+    job_ids: &[Uuid],
+) -> Result<Vec<Committed>, DbError> {
+    let rows: Vec<Queued> = diesel::sql_query(
+        "SELECT p.id, p.queued_at FROM unnest($1::uuid[]) WITH ORDINALITY AS j(id, n) \
+         JOIN processing_jobs p ON p.id = j.id ORDER BY j.n",
+    )
+    .bind::<Array<SqlUuid>, _>(job_ids)
+    .load(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| Committed {
+            job_id: row.id,
+            at: row.queued_at,
+        })
+        .collect())
+}

@@ -10,6 +10,8 @@ use crate::usage::Usage;
 /// Everything a run measured.
 pub struct Results<'a> {
     pub args: &'a BenchArgs,
+    /// The storage backend every process of the run used.
+    pub storage: String,
     /// The dispatcher's batch size in force (the argument or the settings' default).
     pub dispatcher_batch_size: i64,
     /// Jobs per commit of the direct enqueue.
@@ -39,6 +41,7 @@ impl Results<'_> {
         let latency = &self.latency;
         json!({
             "workload": format!("{:?}", args.workload).to_lowercase(),
+            "storage": self.storage,
             "jobs": args.jobs,
             "slots": args.slots,
             "workers": args.workers,
@@ -74,14 +77,13 @@ impl Results<'_> {
         })
     }
 
-    /// The JSON line, a blank line, then the table.
-    pub fn print(&self) {
+    /// The table of the run (its JSON line is printed apart).
+    pub fn print_table(&self) {
         let report = self.json();
         let (args, latency) = (self.args, &self.latency);
         let number = |key: &str| report[key].as_f64().unwrap_or(0.0);
-        println!("{report}");
-        println!();
         row("workload", report["workload"].to_string());
+        row("storage", self.storage.clone());
         row(
             &format!(
                 "direct enqueue (jobs/s, one client, {} per commit)",
@@ -156,6 +158,35 @@ impl Results<'_> {
             ),
         );
     }
+}
+
+/// With runs on more than one storage backend, their upload rates and drains side by
+/// side.
+pub fn print_storage_comparison(runs: &[Results<'_>]) {
+    if runs.len() < 2 {
+        return;
+    }
+    println!();
+    let names: Vec<&str> = runs.iter().map(|run| run.storage.as_str()).collect();
+    let each = |value: &dyn Fn(&Results<'_>) -> f64| {
+        runs.iter()
+            .map(|run| format!("{:.0}", value(run)))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    row(&format!("storage {}", names.join(" / ")), String::new());
+    row("  HTTP uploads (/s)", each(&|run| run.uploads_per_second));
+    row(
+        "  drain (jobs/s)",
+        each(&|run| run.args.jobs as f64 / run.drained.drain_seconds.max(f64::EPSILON)),
+    );
+    row(
+        "  steady commit → finish p99 (ms)",
+        runs.iter()
+            .map(|run| format!("{:.2}", run.latency.finish_p99))
+            .collect::<Vec<_>>()
+            .join(" / "),
+    );
 }
 
 fn row(name: &str, value: String) {

@@ -1,17 +1,18 @@
 //! The HTTP half of the bench: multipart uploads to a `quire-api` process of the bench's
-//! own, from concurrent clients, each answered `201` with its document
-//! recorded and its job and outbox event committed.
+//! own, from concurrent clients (the upload run) or at a fixed rate (the fairness
+//! scenario's tenant B), each answered `201` with its document recorded and its job and
+//! outbox event committed.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures_util::StreamExt;
 use quire_shared::config::Settings;
-use quire_shared::process::free_port;
+use quire_shared::process::{QuireProcess, free_port};
 use reqwest::multipart::{Form, Part};
 use uuid::Uuid;
 
-use crate::stack::launch;
+use crate::stack::{Scope, launch};
 use crate::usage::Usage;
 
 pub struct UploadRun {
@@ -23,7 +24,7 @@ pub struct UploadRun {
 
 pub struct UploadPlan<'a> {
     pub settings: &'a Settings,
-    pub namespace: &'a str,
+    pub scope: &'a Scope,
     pub tenant_id: Uuid,
     pub user_id: Uuid,
     pub count: usize,
@@ -31,45 +32,110 @@ pub struct UploadPlan<'a> {
     pub file_size: usize,
 }
 
-pub async fn run(plan: UploadPlan<'_>) -> anyhow::Result<UploadRun> {
-    let port = free_port()?;
-    let mut api = launch("quire-api", plan.namespace)?
-        .env("QUIRE__SERVER__HOST", "127.0.0.1")
-        .env("QUIRE__SERVER__PORT", port.to_string())
-        // The enqueue rate limit stays on (its statement is part of an upload's cost),
-        // at a rate no run reaches: the bench measures the stack, not the limit.
-        .env("QUIRE__ENQUEUE_LIMIT__PER_SECOND", "100000")
-        .env("QUIRE__ENQUEUE_LIMIT__BURST", "100000")
-        .spawn()?;
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(plan.clients)
-        .build()?;
-    wait_ready(&http, &base).await?;
-    let token = quire_shared::auth::mint(
-        &plan.settings.auth,
-        plan.tenant_id,
-        plan.user_id,
+/// A `quire-api` process of the bench's own on a free loopback port, ready.
+pub struct Api {
+    process: QuireProcess,
+    http: reqwest::Client,
+    upload_url: String,
+}
+
+impl Api {
+    /// Starts the API in the run's scope (namespace, storage) and the bench's environment
+    /// (its settings) and waits until it answers `/readyz`; `clients` idle connections
+    /// kept.
+    pub async fn start(scope: &Scope, clients: usize) -> anyhow::Result<Self> {
+        let port = free_port()?;
+        let process = launch("quire-api", scope)?
+            .env("QUIRE__SERVER__HOST", "127.0.0.1")
+            .env("QUIRE__SERVER__PORT", port.to_string())
+            // The enqueue rate limit stays on (its statement is part of an upload's
+            // cost), at a rate no run reaches: the bench measures the stack, not the limit.
+            .env("QUIRE__ENQUEUE_LIMIT__PER_SECOND", "100000")
+            .env("QUIRE__ENQUEUE_LIMIT__BURST", "100000")
+            .spawn()?;
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(clients)
+            .build()?;
+        wait_ready(&http, &base).await?;
+        Ok(Self {
+            process,
+            http,
+            upload_url: format!("{base}/api/documents"),
+        })
+    }
+
+    /// Uploads `bytes` as a tenant's member; the job id of the answer.
+    pub async fn upload(&self, token: &str, bytes: Vec<u8>) -> anyhow::Result<Uuid> {
+        upload(&self.http, &self.upload_url, token, bytes).await
+    }
+
+    pub fn peak_rss(&self) -> u64 {
+        Usage::of(&self.process).peak_rss_bytes
+    }
+
+    pub async fn stop(mut self) {
+        self.process.kill().await;
+    }
+}
+
+/// A member's token for `tenant_id`, valid for the bench's run.
+pub fn token(settings: &Settings, tenant_id: Uuid, user_id: Uuid) -> anyhow::Result<String> {
+    Ok(quire_shared::auth::mint(
+        &settings.auth,
+        tenant_id,
+        user_id,
         Duration::from_secs(3600),
-    )?;
+    )?)
+}
+
+pub async fn run(plan: UploadPlan<'_>) -> anyhow::Result<UploadRun> {
+    let api = Api::start(plan.scope, plan.clients).await?;
+    let token = token(plan.settings, plan.tenant_id, plan.user_id)?;
     // Distinct bodies (duplicates answer 409), made before the clock starts.
     let bodies: Vec<Vec<u8>> = (0..plan.count).map(|_| body(plan.file_size)).collect();
-    let url = format!("{base}/api/documents");
     let started = Instant::now();
     let answers: Vec<anyhow::Result<Uuid>> = futures_util::stream::iter(bodies)
-        .map(|bytes| upload(&http, &url, &token, bytes))
+        .map(|bytes| api.upload(&token, bytes))
         .buffer_unordered(plan.clients.max(1))
         .collect()
         .await;
     let seconds = started.elapsed().as_secs_f64();
-    let api_peak_rss = Usage::of(&api).peak_rss_bytes;
-    api.kill().await;
+    let api_peak_rss = api.peak_rss();
+    api.stop().await;
     let job_ids = answers.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
     Ok(UploadRun {
         uploads_per_second: job_ids.len() as f64 / seconds.max(f64::EPSILON),
         api_peak_rss,
         job_ids,
     })
+}
+
+/// `count` uploads started at `per_second`, each in a task of its own (so a slow answer
+/// never delays the next start); the job ids of their answers, in order.
+pub async fn paced(
+    api: &Api,
+    token: &str,
+    count: usize,
+    per_second: f64,
+    file_size: usize,
+) -> anyhow::Result<Vec<Uuid>> {
+    let bodies: Vec<Vec<u8>> = (0..count).map(|_| body(file_size)).collect();
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / per_second.max(0.001)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut running = Vec::with_capacity(count);
+    for bytes in bodies {
+        ticks.tick().await;
+        let (http, url, token) = (api.http.clone(), api.upload_url.clone(), token.to_owned());
+        running.push(tokio::spawn(async move {
+            upload(&http, &url, &token, bytes).await
+        }));
+    }
+    let mut job_ids = Vec::with_capacity(count);
+    for task in running {
+        job_ids.push(task.await.context("an upload task panicked")??);
+    }
+    Ok(job_ids)
 }
 
 /// Waits until the API answers `/readyz` (it connects to PostgreSQL and Redis first).

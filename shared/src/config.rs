@@ -349,6 +349,9 @@ pub struct DispatcherSettings {
     /// The queue's state (the gauges the API's admin listener serves) is computed at
     /// most once per this interval, by one dispatcher of the fleet.
     pub queue_state_interval_ms: u64,
+    /// Tenants the per-tenant queue gauges name, those with the most queued jobs; every
+    /// other tenant is summed into one `tenant="other"` series.
+    pub queue_state_top_tenants: usize,
     /// `host:port` of the probe listener (/healthz, /readyz, /metrics); empty for none.
     pub probe_listen: String,
 }

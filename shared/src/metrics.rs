@@ -59,12 +59,16 @@ pub const LIVE_SLOTS: &str = "quire_live_worker_slots";
 pub const LIVE_SLOTS_BUSY: &str = "quire_live_worker_slots_busy";
 // Pauses: read at each scrape by the API's admin listener (`pause_gauges`), two reads of
 // tiny sets (the `queue_pauses` table, a partial index of paused tenants).
-/// Label `queue`: 1 for each paused queue (job types: bounded).
+/// Label `queue`: 1 while that queue (a registered job type: bounded) is paused, else 0.
 pub const QUEUE_PAUSED: &str = "quire_queue_paused";
 pub const PAUSED_QUEUES: &str = "quire_paused_queues";
 pub const PAUSED_TENANTS: &str = "quire_paused_tenants";
 /// Requests the enqueue rate limit refused (429).
 pub const ENQUEUE_RATE_LIMITED: &str = "quire_enqueue_rate_limited_total";
+/// Label `tenant`: a tenant's id for the top N by queued jobs, `other` for the rest.
+pub const TENANT_QUEUED_JOBS: &str = "quire_tenant_queued_jobs";
+/// Label `tenant`, as for `TENANT_QUEUED_JOBS`.
+pub const TENANT_OLDEST_QUEUED_SECONDS: &str = "quire_tenant_oldest_queued_job_seconds";
 
 /// Seconds, from a millisecond to ten minutes.
 const SECONDS_BUCKETS: &[f64] = &[

@@ -28,9 +28,14 @@ pub async fn render(pool: &PgPool) -> String {
          # TYPE {QUEUE_PAUSED} gauge\n",
         queues.len()
     );
-    for pause in &queues {
-        // Queue names are job types (a known type is checked before a pause is written).
-        out.push_str(&format!("{QUEUE_PAUSED}{{queue=\"{}\"}} 1\n", pause.queue));
+    // Every registered queue, 0 or 1: a series that exists at 0 can be alerted on. Only
+    // job types are labels (a pause row naming no type serves no list).
+    for queue in crate::jobs::job_types() {
+        let paused = queues.iter().any(|pause| pause.queue == queue);
+        out.push_str(&format!(
+            "{QUEUE_PAUSED}{{queue=\"{queue}\"}} {}\n",
+            u8::from(paused)
+        ));
     }
     out
 }

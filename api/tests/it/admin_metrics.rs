@@ -2,16 +2,20 @@
 //! admin listener serves it; a scrape reads the stored queue state and never computes
 //! it, and the fleet's dispatchers compute it at most once per interval.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use quire_dispatcher::maintenance::{QueueStateRefresh, Task};
-use quire_shared::db::{self, SessionKind};
+use quire_shared::db::{self, SessionKind, tenants};
 use quire_shared::jobs::FaultTest;
 use quire_shared::redis_client::RedisPool;
+use quire_shared::states::TenantStatus;
+use quire_shared::test_support;
 use serde_json::Value;
 use tokio::sync::Barrier;
+use uuid::Uuid;
 
 use crate::helpers::TestApp;
 
@@ -57,6 +61,7 @@ async fn refresh_all(app: &TestApp, interval: Duration) -> usize {
             redis.clone(),
             settings.redis.namespace.clone(),
             interval,
+            settings.dispatcher.queue_state_top_tenants,
         );
         let barrier = Arc::clone(&barrier);
         async move {
@@ -72,6 +77,12 @@ async fn refresh_all(app: &TestApp, interval: Duration) -> usize {
 /// refreshes unless another pass holds the lock, and nothing else runs one here. (Several
 /// passes at a zero interval may each refresh in turn: which do depends on timing.)
 async fn refresh_once(app: &TestApp) -> bool {
+    let top_tenants = app.context.settings.dispatcher.queue_state_top_tenants;
+    refresh_once_naming(app, top_tenants).await
+}
+
+/// As [`refresh_once`], naming `top_tenants` tenants in the per-tenant gauges.
+async fn refresh_once_naming(app: &TestApp, top_tenants: usize) -> bool {
     let settings = &app.context.settings;
     let pool = db::build_pool_with(&settings.database, SessionKind::Dispatcher).expect("pool");
     let redis = RedisPool::build(&settings.redis).expect("redis");
@@ -80,11 +91,25 @@ async fn refresh_once(app: &TestApp) -> bool {
         redis,
         settings.redis.namespace.clone(),
         Duration::ZERO,
+        top_tenants,
     )
     .run_once()
     .await
     .expect("a refresh pass")
     .is_some()
+}
+
+/// Every sample of `metric` by its one label's value.
+fn by_label(text: &str, metric: &str) -> HashMap<String, f64> {
+    let prefix = format!("{metric}{{");
+    text.lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let (labels, value) = rest.rsplit_once("} ")?;
+            let (_, label) = labels.split_once("=\"")?;
+            Some((label.trim_end_matches('"').to_owned(), value.parse().ok()?))
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,4 +264,152 @@ async fn finished_jobs_are_estimated_from_the_statistics_never_counted() {
         Some(1.0),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_tenant_gauges_name_the_top_tenants_by_id_and_sum_the_rest_as_other() {
+    let app = TestApp::spawn().await;
+    let max_attempts = app.context.settings.jobs.max_attempts;
+    let mut conn = app.pool.get().await.expect("connection");
+    // 30 tenants with 1, 2, …, 30 queued jobs (465 in all); names they chose that must
+    // never reach a label.
+    let mut depth_of = HashMap::new();
+    for depth in 1..=30 {
+        let name = format!("chosen-name-{}", Uuid::new_v4().simple());
+        let tenant = tenants::create_tenant(&mut conn, &name, TenantStatus::Active)
+            .await
+            .expect("tenant");
+        test_support::enqueue_fault_jobs(
+            &app.pool,
+            tenant.id,
+            depth,
+            FaultTest::default(),
+            max_attempts,
+        )
+        .await;
+        depth_of.insert(tenant.id.to_string(), depth as f64);
+    }
+    let id_with = |depth: f64| {
+        depth_of
+            .iter()
+            .find_map(|(id, d)| (*d == depth).then(|| id.clone()))
+            .expect("a tenant of that depth")
+    };
+    // The oldest job of all waits in a tenant outside the top 5 (depth 3); the deepest
+    // tenant's oldest waits less long.
+    let age = |tenant: String, seconds: i32| {
+        diesel::sql_query(
+            "UPDATE processing_jobs SET queued_at = now() - $2 * interval '1 second' \
+             WHERE id = (SELECT id FROM processing_jobs WHERE tenant_id = $1 LIMIT 1)",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(Uuid::parse_str(&tenant).expect("uuid"))
+        .bind::<diesel::sql_types::Integer, _>(seconds)
+    };
+    diesel_async::RunQueryDsl::execute(age(id_with(3.0), 1000), &mut conn)
+        .await
+        .expect("age one job");
+    diesel_async::RunQueryDsl::execute(age(id_with(30.0), 500), &mut conn)
+        .await
+        .expect("age another");
+
+    assert!(refresh_once_naming(&app, 5).await);
+    let text = &scrape_all(&app).await[0];
+    let queued = by_label(text, "quire_tenant_queued_jobs");
+    let oldest = by_label(text, "quire_tenant_oldest_queued_job_seconds");
+    assert!(
+        !text.contains("chosen-name-"),
+        "a tenant's name leaked: {text}"
+    );
+
+    // The five deepest by id, and `other`: never more than N + 1 label values.
+    let mut expected: HashMap<String, f64> = (26..=30)
+        .map(|depth| (id_with(f64::from(depth)), f64::from(depth)))
+        .collect();
+    expected.insert("other".into(), (1..=25).sum::<i32>().into());
+    assert_eq!(queued, expected, "{text}");
+    assert_eq!(oldest.len(), 6, "{text}");
+    // Together they are every queued job, as the per-type gauge counts them.
+    assert_eq!(queued.values().sum::<f64>(), 465.0);
+    assert_eq!(
+        sample(text, "quire_jobs{type=\"fault-test\",status=\"QUEUED\"}"),
+        Some(465.0),
+        "{text}"
+    );
+    // Ages: `other` holds the oldest of the rest; the deepest tenant its own.
+    let within = |value: Option<&f64>, seconds: f64| {
+        value.is_some_and(|value| (seconds..seconds + 60.0).contains(value))
+    };
+    assert!(within(oldest.get("other"), 1000.0), "{text}");
+    assert!(within(oldest.get(&id_with(30.0)), 500.0), "{text}");
+    assert!(
+        oldest.get(&id_with(26.0)).is_some_and(|age| *age < 60.0),
+        "{text}"
+    );
+    assert!(
+        sample(text, "quire_oldest_queued_job_seconds")
+            .is_some_and(|age| within(Some(&age), 1000.0)),
+        "{text}"
+    );
+
+    // With room for every tenant: all 30 by id, and an empty `other`.
+    assert!(refresh_once_naming(&app, 40).await);
+    let text = &scrape_all(&app).await[0];
+    let queued = by_label(text, "quire_tenant_queued_jobs");
+    assert_eq!(queued.len(), 31, "{text}");
+    assert_eq!(queued.get("other"), Some(&0.0), "{text}");
+    assert_eq!(queued.values().sum::<f64>(), 465.0);
+    // N = 0: `other` alone holds the whole backlog.
+    assert!(refresh_once_naming(&app, 0).await);
+    let text = &scrape_all(&app).await[0];
+    let queued = by_label(text, "quire_tenant_queued_jobs");
+    assert_eq!(
+        queued,
+        HashMap::from([("other".to_owned(), 465.0)]),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_tenants_and_queues_show_in_the_gauges() {
+    let app = TestApp::spawn().await;
+    assert!(refresh_once(&app).await);
+    let text = &scrape_all(&app).await[0];
+    assert_eq!(sample(text, "quire_paused_tenants"), Some(0.0), "{text}");
+    let paused = by_label(text, "quire_queue_paused");
+    assert_eq!(paused.get("verify-document"), Some(&0.0), "{text}");
+    assert!(paused.values().all(|value| *value == 0.0), "{text}");
+
+    // What the pause actions write (built apart): the tenant's column and a queue row.
+    let mut conn = app.pool.get().await.expect("connection");
+    let mut paused_tenants = vec![app.tenant_id];
+    for _ in 0..2 {
+        let name = format!("paused-{}", Uuid::new_v4().simple());
+        let tenant = tenants::create_tenant(&mut conn, &name, TenantStatus::Active)
+            .await
+            .expect("tenant");
+        paused_tenants.push(tenant.id);
+    }
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query("UPDATE tenants SET processing_paused_at = now() WHERE id = ANY($1)")
+            .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(&paused_tenants),
+        &mut conn,
+    )
+    .await
+    .expect("pause tenants");
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(
+            "INSERT INTO queue_pauses (queue, paused_by) VALUES ('verify-document', 'test')",
+        ),
+        &mut conn,
+    )
+    .await
+    .expect("pause a queue");
+
+    assert!(refresh_once(&app).await);
+    let text = &scrape_all(&app).await[0];
+    assert_eq!(sample(text, "quire_paused_tenants"), Some(3.0), "{text}");
+    let paused = by_label(text, "quire_queue_paused");
+    assert_eq!(paused.get("verify-document"), Some(&1.0), "{text}");
+    assert_eq!(paused.get("analyze-document"), Some(&0.0), "{text}");
+    assert_eq!(paused.values().sum::<f64>(), 1.0, "{text}");
 }

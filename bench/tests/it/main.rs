@@ -62,3 +62,146 @@ async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
         assert!(out.contains("drain (jobs/s)"), "and a table: {out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fairness_scenario_runs_each_tenant_alone_and_together_and_every_job_succeeds() {
+    let context = TestContext::new().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
+        .args([
+            "--scenario",
+            "fairness",
+            "--fairness-backlog",
+            "60",
+            "--fairness-uploads",
+            "4",
+            "--fairness-rate",
+            "20",
+            "--slots",
+            "4",
+            "--file-size",
+            "4096",
+            "--workers",
+            "1",
+        ])
+        .envs(context.process_env())
+        .output()
+        .await
+        .expect("run quire-bench");
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench fairness failed: {err}\n{out}"
+    );
+    let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+        .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+    assert_eq!(report["scenario"], "fairness");
+    for round in ["b_alone", "b_with_a"] {
+        assert_eq!(report[round]["succeeded"], 4, "{report}");
+        assert!(
+            report[round]["commit_to_finish_ms"]["p99"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0),
+            "{round}: {report}"
+        );
+    }
+    for round in ["a_alone", "a_with_b"] {
+        assert_eq!(report[round]["succeeded"], 60, "{report}");
+        assert!(
+            report[round]["drain_jobs_per_second"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0),
+            "{round}: {report}"
+        );
+    }
+    for key in ["b_p99_ratio", "b_p99_target_ms", "a_drain_ratio"] {
+        assert!(
+            report[key].as_f64().is_some_and(|v| v > 0.0),
+            "{key}: {report}"
+        );
+    }
+    assert!(report["b_meets_target"].is_boolean(), "{report}");
+    assert!(out.contains("B's p99 with A / alone"), "and a table: {out}");
+}
+
+/// One invocation measures the integrity workload (and HTTP uploads) on local storage and
+/// on S3 and prints both, each from its own JSON line. It needs the SeaweedFS that
+/// scripts/test starts for the S3 backend (`QUIRE_TEST_S3_*`); before that backend's
+/// scripts are in, there is no S3 server to run on and the test has nothing to check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_invocation_measures_local_storage_and_s3_side_by_side() {
+    let Ok(endpoint) = std::env::var("QUIRE_TEST_S3_ENDPOINT") else {
+        return;
+    };
+    let variable = |name: &str| std::env::var(name).unwrap_or_default();
+    let context = TestContext::new().await;
+    let prefix = format!("bench-{}", uuid::Uuid::new_v4().simple());
+    let s3 = [
+        ("QUIRE__STORAGE__S3__ENDPOINT", endpoint),
+        (
+            "QUIRE__STORAGE__S3__BUCKET",
+            variable("QUIRE_TEST_S3_BUCKET"),
+        ),
+        ("QUIRE__STORAGE__S3__PATH_STYLE", "true".to_owned()),
+        (
+            "QUIRE__STORAGE__S3__ACCESS_KEY_ID",
+            variable("QUIRE_TEST_S3_ACCESS_KEY_ID"),
+        ),
+        (
+            "QUIRE__STORAGE__S3__SECRET_ACCESS_KEY",
+            variable("QUIRE_TEST_S3_SECRET_ACCESS_KEY"),
+        ),
+        ("QUIRE__STORAGE__S3__PREFIX", prefix),
+    ];
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
+        .args([
+            "--workload",
+            "integrity",
+            "--storage",
+            "local,s3",
+            "--jobs",
+            "20",
+            "--rate",
+            "10",
+            "--seconds",
+            "1",
+            "--slots",
+            "4",
+            "--file-size",
+            "4096",
+            "--uploads",
+            "5",
+            "--upload-clients",
+            "2",
+        ])
+        .envs(context.process_env())
+        .envs(s3)
+        .output()
+        .await
+        .expect("run quire-bench");
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench storage failed: {err}\n{out}"
+    );
+    let reports: Vec<Value> = out
+        .lines()
+        .take(2)
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("JSON lines: {out}")))
+        .collect();
+    for (report, storage) in reports.iter().zip(["local", "s3"]) {
+        assert_eq!(report["storage"], storage, "{report}");
+        assert_eq!(report["succeeded"], 20, "{report}");
+        assert!(
+            report["http_uploads_per_second"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0),
+            "{report}"
+        );
+    }
+    assert!(
+        out.contains("storage local / s3"),
+        "and side by side: {out}"
+    );
+}

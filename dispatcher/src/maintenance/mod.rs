@@ -111,6 +111,7 @@ impl Maintenance {
                     redis.clone(),
                     settings.redis.namespace.clone(),
                     every(dispatcher.queue_state_interval_ms),
+                    dispatcher.queue_state_top_tenants,
                 ),
                 every((dispatcher.queue_state_interval_ms / 2).max(1)),
                 shutdown,

@@ -16,16 +16,25 @@ pub struct QueueStateRefresh {
     redis: RedisPool,
     namespace: String,
     interval: Duration,
+    top_tenants: usize,
 }
 
 impl QueueStateRefresh {
-    /// Refreshes at most once per `interval` across the fleet.
-    pub fn new(pool: PgPool, redis: RedisPool, namespace: String, interval: Duration) -> Self {
+    /// Refreshes at most once per `interval` across the fleet, naming the `top_tenants`
+    /// tenants with the most queued jobs in the per-tenant gauges.
+    pub fn new(
+        pool: PgPool,
+        redis: RedisPool,
+        namespace: String,
+        interval: Duration,
+        top_tenants: usize,
+    ) -> Self {
         Self {
             pool,
             redis,
             namespace,
             interval,
+            top_tenants,
         }
     }
 }
@@ -43,6 +52,7 @@ impl Task for QueueStateRefresh {
             &self.redis,
             &self.namespace,
             self.interval,
+            self.top_tenants,
         )
         .await
         .context("failed to refresh the queue state")

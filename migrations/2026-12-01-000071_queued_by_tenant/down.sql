@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS processing_jobs_queued_tenant_idx;
