@@ -10,6 +10,7 @@ pub mod documents;
 pub mod jobs;
 pub mod members;
 pub mod ops_sessions;
+pub mod storage_migration;
 pub mod tenants;
 
 use diesel_async::AsyncPgConnection;
