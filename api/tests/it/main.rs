@@ -27,6 +27,7 @@ mod sandbox;
 mod search_bounds;
 mod stale_runs;
 mod statement_timeouts;
+mod storage_migration;
 mod tenancy;
 mod tenant_deletion;
 mod tenant_isolation;
