@@ -87,10 +87,16 @@ async fn migrate(args: MigrateArgs, settings: &Settings) -> anyhow::Result<()> {
             problem.expected.sha256
         ),
     };
-    let report =
-        storage_migration::migrate(&pool, &source, target.as_ref(), &options, &stop, &mut on_event)
-            .await
-            .context("failed to migrate the storage")?;
+    let report = storage_migration::migrate(
+        &pool,
+        &source,
+        target.as_ref(),
+        &options,
+        &stop,
+        &mut on_event,
+    )
+    .await
+    .context("failed to migrate the storage")?;
     let tally = &report.tally;
     println!(
         "examined {} of {} objects: {} copied ({}), {} already present, {} gone meanwhile, {} problems",

@@ -150,7 +150,10 @@ async fn migrating_moves_sources_thumbnails_and_texts_and_the_api_serves_them_fr
     worker.drain().await;
     let objects = named(&app).await;
     for kind in ["document_version", "asset"] {
-        assert!(objects.iter().any(|object| object.named_by == kind), "{kind}");
+        assert!(
+            objects.iter().any(|object| object.named_by == kind),
+            "{kind}"
+        );
     }
     // A version, a thumbnail and a text each.
     assert_eq!(objects.len(), 3 * documents.len(), "{objects:?}");
@@ -261,7 +264,10 @@ async fn a_migration_killed_midway_completes_when_run_again() {
     assert!(resumed.success, "{} {}", resumed.stdout, resumed.stderr);
     assert!(resumed.stdout.contains("complete"), "{}", resumed.stdout);
     let (present, copied) = (resumed.count("already present"), resumed.count("copied"));
-    assert!(present >= 1, "the copy made before the kill is kept: {present}");
+    assert!(
+        present >= 1,
+        "the copy made before the kill is kept: {present}"
+    );
     assert_eq!(present + copied, objects.len() as u64);
     assert_eq!(verified_at(&target, &objects).await, objects.len());
 }
@@ -292,9 +298,17 @@ async fn a_corrupted_or_missing_source_object_is_reported_and_the_run_fails() {
             .unwrap_or_else(|| panic!("{} not reported: {}", object.storage_key, run.stdout))
             .to_owned()
     };
-    assert!(problem(corrupted).contains("differs"), "{}", problem(corrupted));
+    assert!(
+        problem(corrupted).contains("differs"),
+        "{}",
+        problem(corrupted)
+    );
     assert!(problem(missing).contains("missing"), "{}", problem(missing));
-    assert!(run.stderr.contains("fix them and run again"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("fix them and run again"),
+        "{}",
+        run.stderr
+    );
     // Nothing of the corrupted bytes stays at the target; the intact object is there.
     for (object, expected) in [(corrupted, false), (missing, false), (intact, true)] {
         let found = target.store.digest(&key(object)).await;

@@ -132,7 +132,9 @@ pub enum MigrationError {
 /// What happened to one object.
 enum Outcome {
     Present,
-    Copied { bytes: u64 },
+    Copied {
+        bytes: u64,
+    },
     Gone,
     /// Not looked at: the copy limit was reached or the run was stopped.
     Left,
@@ -228,7 +230,9 @@ fn expected(object: &NamedObject) -> Digested {
 /// Takes one copy from the budget; false when it is spent.
 fn take_copy(copies_left: &AtomicU64) -> bool {
     copies_left
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(1))
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+            left.checked_sub(1)
+        })
         .is_ok()
 }
 
@@ -281,7 +285,9 @@ async fn copy_one(
             }));
         }
         Err(StorageError::TooLarge { .. }) => {
-            return Ok(Outcome::Problem(ProblemKind::SourceMismatch { found: None }));
+            return Ok(Outcome::Problem(ProblemKind::SourceMismatch {
+                found: None,
+            }));
         }
         Err(error) => return Ok(failed("copying", &error)),
     }
