@@ -4,12 +4,13 @@
 //! progress to stderr.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use quire_shared::actions::storage_migration::{self, Ending, Event, Options, ProblemKind};
-use quire_shared::config::Settings;
+use quire_shared::config::{Settings, StorageBackend};
 use quire_shared::storage::{LocalStore, ObjectStore};
 
 use super::connect;
@@ -134,15 +135,17 @@ async fn migrate(args: MigrateArgs, settings: &Settings) -> anyhow::Result<()> {
 }
 
 /// The configured store, which must not be the source folder itself.
-fn target_store(settings: &Settings, from_dir: &Path) -> anyhow::Result<Box<dyn ObjectStore>> {
-    let data_dir = &settings.storage.data_dir;
-    if std::fs::canonicalize(data_dir).is_ok_and(|dir| dir == from_dir) {
+fn target_store(settings: &Settings, from_dir: &Path) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    let storage = &settings.storage;
+    if storage.backend == StorageBackend::Local
+        && std::fs::canonicalize(&storage.data_dir).is_ok_and(|dir| dir == from_dir)
+    {
         bail!(
             "the configured store is --from-dir itself: set storage.backend = \"s3\" and \
              [storage.s3] (or another storage.data_dir) for the target"
         );
     }
-    Ok(Box::new(LocalStore::new(data_dir)))
+    quire_shared::storage::build(storage).context("failed to set up the configured store")
 }
 
 /// A second ctrl-c does not wait for the copies under way.

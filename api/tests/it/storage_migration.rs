@@ -1,5 +1,5 @@
 //! `quire-admin storage migrate`, the real binary: an install's objects move from its
-//! local folder to the configured store, every one read back and compared with its row;
+//! local folder to S3 (the suite's SeaweedFS), every one read back and compared with its row;
 //! a run stopped midway (a copy limit, a kill) continues when run again without copying
 //! twice; a corrupted or missing source object is reported and the run fails.
 
@@ -7,33 +7,58 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use quire_shared::config::Settings;
+use quire_shared::config::{Settings, StorageBackend};
 use quire_shared::db::named_objects::{self, NamedObject};
 use quire_shared::states::JobStatus;
-use quire_shared::storage::{Digested, LocalStore, ObjectStore, StorageError, StorageKey};
-use tempfile::TempDir;
+use quire_shared::storage::{self, Digested, ObjectStore, StorageError, StorageKey};
+use quire_shared::test_support::{self, TestContext};
+use uuid::Uuid;
 
 use crate::fixtures;
 use crate::helpers::TestApp;
 
-/// The store an install moves to, and what names it to a process.
+/// The store an install moves to (a prefix of its own in the suite's SeaweedFS bucket),
+/// and what names it to a process.
 struct Target {
     settings: Settings,
     store: Arc<dyn ObjectStore>,
     env: Vec<(String, String)>,
-    _dir: TempDir,
 }
 
 fn target(app: &TestApp) -> Target {
-    let dir = tempfile::tempdir().expect("target folder");
-    let path = dir.path().to_str().expect("utf-8 path").to_owned();
-    let settings = app.settings_with(|settings| settings.storage.data_dir = path.clone().into());
+    let s3 = test_support::shared_s3_settings(&format!("migrate-{}", Uuid::new_v4().simple()));
+    let settings = app.settings_with(|settings| {
+        settings.storage.backend = StorageBackend::S3;
+        settings.storage.s3 = s3.clone();
+    });
+    let env = [
+        ("BACKEND", "s3".to_owned()),
+        ("S3__ENDPOINT", s3.endpoint.clone()),
+        ("S3__BUCKET", s3.bucket.clone()),
+        ("S3__REGION", s3.region.clone()),
+        ("S3__PATH_STYLE", s3.path_style.to_string()),
+        ("S3__ACCESS_KEY_ID", s3.access_key_id.clone()),
+        (
+            "S3__SECRET_ACCESS_KEY",
+            s3.secret_access_key.expose().to_owned(),
+        ),
+        ("S3__PREFIX", s3.prefix.clone()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (format!("QUIRE__STORAGE__{key}"), value))
+    .collect();
     Target {
-        store: Arc::new(LocalStore::new(&path)),
-        env: vec![("QUIRE__STORAGE__DATA_DIR".to_owned(), path)],
+        store: storage::build(&settings.storage).expect("the s3 store"),
         settings,
-        _dir: dir,
+        env,
     }
+}
+
+/// An install on local storage (whichever backend the suite runs on), the source.
+async fn local_install() -> TestApp {
+    let mut context = TestContext::new().await;
+    context.settings.storage.backend = StorageBackend::Local;
+    TestApp::spawn_in(context).await
 }
 
 /// What a run of `quire-admin storage migrate` said.
@@ -127,7 +152,7 @@ async fn upload_notes(app: &TestApp, count: usize, size: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrating_moves_sources_thumbnails_and_texts_and_the_api_serves_them_from_the_target() {
-    let app = TestApp::spawn().await;
+    let app = local_install().await;
     let pdf = fixtures::text_pdf(&["Migration Invoice", "Rechnungsdatum: 15.03.2024"]);
     let uploads = [
         (pdf, "invoice.pdf"),
@@ -216,7 +241,7 @@ async fn migrating_moves_sources_thumbnails_and_texts_and_the_api_serves_them_fr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_stopped_at_its_limit_continues_and_copies_nothing_twice() {
-    let app = TestApp::spawn().await;
+    let app = local_install().await;
     upload_notes(&app, 5, 100).await;
     let objects = named(&app).await;
     assert_eq!(objects.len(), 5);
@@ -238,7 +263,7 @@ async fn a_migration_stopped_at_its_limit_continues_and_copies_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_killed_midway_completes_when_run_again() {
-    let app = TestApp::spawn().await;
+    let app = local_install().await;
     // Large enough that one copy takes a while, each streamed in many chunks.
     upload_notes(&app, 4, 6 * 1024 * 1024).await;
     let objects = named(&app).await;
@@ -274,7 +299,7 @@ async fn a_migration_killed_midway_completes_when_run_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupted_or_missing_source_object_is_reported_and_the_run_fails() {
-    let app = TestApp::spawn().await;
+    let app = local_install().await;
     upload_notes(&app, 3, 100).await;
     let objects = named(&app).await;
     let source = app.context.data_dir.path();
