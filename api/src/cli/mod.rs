@@ -5,6 +5,7 @@ mod deletion;
 mod inspect;
 mod queues;
 mod sessions;
+mod storage;
 mod tenants;
 
 use std::time::Duration;
@@ -53,6 +54,11 @@ pub enum Command {
     Sessions {
         #[command(subcommand)]
         command: sessions::SessionsCommand,
+    },
+    /// Move the stored objects to another store: `storage migrate --from-dir PATH`.
+    Storage {
+        #[command(subcommand)]
+        command: storage::StorageCommand,
     },
     /// Mint a bearer token for a member of a tenant.
     Token {
@@ -104,6 +110,7 @@ pub async fn run(cli: Cli, settings: Settings) -> anyhow::Result<()> {
         Command::Stats => inspect::stats(&settings).await?,
         Command::Workers => inspect::workers(&settings).await?,
         Command::Sessions { command } => sessions::run(command, &settings).await?,
+        Command::Storage { command } => storage::run(command, &settings).await?,
         Command::Token {
             tenant,
             user,

@@ -214,6 +214,18 @@ impl TestApp {
         settings
     }
 
+    /// Another API instance on `settings` (port 0), stopped with this app; answers its
+    /// address. For an API that differs from the first, e.g. in its store.
+    pub async fn start_api_with(&self, mut settings: Settings) -> String {
+        settings.server.host = "127.0.0.1".into();
+        settings.server.port = 0;
+        settings.server.admin_listen = String::new();
+        let app = Application::build(settings).await.expect("build the api");
+        let address = format!("http://127.0.0.1:{}", app.port());
+        tokio::spawn(app.run_until_stopped(self.shutdown.child_token()));
+        address
+    }
+
     pub fn start_worker_with(&self, settings: Settings) -> RunningService {
         RunningService::spawn(quire_worker::run, settings, &self.shutdown)
     }

@@ -31,6 +31,7 @@ mod schedules;
 mod search_bounds;
 mod stale_runs;
 mod statement_timeouts;
+mod storage_migration;
 mod storage_outage;
 mod storage_s3;
 mod tenancy;

@@ -12,6 +12,7 @@ pub mod labels;
 pub mod maintenance;
 pub mod members;
 pub mod migrate;
+pub mod named_objects;
 pub mod nonces;
 pub mod ops_sessions;
 pub mod outbox;
