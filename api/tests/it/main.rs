@@ -7,6 +7,7 @@ mod dashboard;
 mod documents_api;
 mod faults;
 mod fixtures;
+mod fleet;
 mod helpers;
 mod hostile;
 mod image_memory;
