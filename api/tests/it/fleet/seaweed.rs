@@ -80,7 +80,16 @@ impl Seaweed {
             ("QUIRE__STORAGE__S3__REGION", "us-east-1".into()),
             ("QUIRE__STORAGE__S3__PATH_STYLE", "true".into()),
             ("QUIRE__STORAGE__S3__ACCESS_KEY_ID", "fleet".into()),
-            ("QUIRE__STORAGE__S3__SECRET_ACCESS_KEY", "fleet-secret".into()),
+            (
+                "QUIRE__STORAGE__S3__SECRET_ACCESS_KEY",
+                "fleet-secret".into(),
+            ),
+            // A storage host that is gone answers nothing: each request gives up within
+            // seconds, so an upload meeting the 10 s outage answers 503 within it.
+            ("QUIRE__STORAGE__S3__CONNECT_TIMEOUT_MS", "1000".into()),
+            ("QUIRE__STORAGE__S3__REQUEST_TIMEOUT_MS", "3000".into()),
+            ("QUIRE__STORAGE__S3__MAX_RETRIES", "1".into()),
+            ("QUIRE__STORAGE__S3__RETRY_TIMEOUT_MS", "3000".into()),
         ]
     }
 }

@@ -119,6 +119,29 @@ pub async fn answers(mut set: JoinSet<Vec<Answer>>) -> Vec<Answer> {
     all
 }
 
+/// What every answer but a 201 said.
+pub fn not_created(answers: &[Answer]) -> Vec<String> {
+    answers
+        .iter()
+        .filter_map(|answer| match answer {
+            Answer::Created { .. } => None,
+            Answer::Unavailable => Some("503 problem+json".to_owned()),
+            Answer::Other(text) => Some(text.clone()),
+        })
+        .collect()
+}
+
+/// What every answer but a 201 or a 503 problem+json said.
+pub fn unexpected(answers: &[Answer]) -> Vec<&str> {
+    answers
+        .iter()
+        .filter_map(|answer| match answer {
+            Answer::Other(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The (document, job) of every created document.
 pub fn created(answers: &[Answer]) -> Vec<(Uuid, Uuid)> {
     answers
