@@ -81,7 +81,10 @@ pub struct Launch {
 impl Launch {
     /// The workspace binary `binary`, with the caller's environment.
     pub fn new(binary: &str) -> Result<Self, ProcessError> {
-        Ok(Self::with_command(binary, Command::new(binary_path(binary)?)))
+        Ok(Self::with_command(
+            binary,
+            Command::new(binary_path(binary)?),
+        ))
     }
 
     /// The workspace binary `binary` inside the network namespace `netns`, through

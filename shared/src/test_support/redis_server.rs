@@ -127,7 +127,14 @@ impl RedisServer {
             }
         }
         let child = command
-            .args(["--bind", &self.bind.to_string(), "--save", "", "--appendonly", "no"])
+            .args([
+                "--bind",
+                &self.bind.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             // Clients of other hosts connect without a password (a test network).
             .args(["--protected-mode", "no"])
             .arg("--dir")
