@@ -137,7 +137,10 @@ impl Fleet {
             ("QUIRE__STORAGE__DATA_DIR", documents.into_os_string()),
             ("TMPDIR", tmp.into_os_string()),
             ("RUST_LOG", "info".into()),
-            ("QUIRE__SERVER__HOST", self.addresses[API].to_string().into()),
+            (
+                "QUIRE__SERVER__HOST",
+                self.addresses[API].to_string().into(),
+            ),
             ("QUIRE__SERVER__PORT", API_PORT.to_string().into()),
             // A worker host cut off for a while, or storage gone for 10 s, costs a few
             // attempts (each rescue counts one); the budget outlasts both.
@@ -148,7 +151,10 @@ impl Fleet {
         ]);
         // TEMPORARY until the S3 backend is merged: one shared folder.
         env.retain(|(key, _)| *key != "QUIRE__STORAGE__DATA_DIR");
-        env.push(("QUIRE__STORAGE__DATA_DIR", self.context.data_dir.path().into()));
+        env.push((
+            "QUIRE__STORAGE__DATA_DIR",
+            self.context.data_dir.path().into(),
+        ));
         env
     }
 
