@@ -82,10 +82,75 @@ async fn a_fleet_on_four_hosts_loses_nothing_when_a_worker_host_or_the_storage_n
     assert_eq!(checks::documents(&pool, tenant).await, DOCUMENTS as i64);
     // Host 1's processes lived through the cut.
     fleet.assert_alive();
+    let first_phase = began.elapsed();
+
+    // The storage network goes for 10 s while clients keep uploading.
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = uploader.spawn(STORAGE_CLIENTS, DOCUMENTS, usize::MAX, Arc::clone(&stop));
+    let before_outage = DOCUMENTS as i64 + 20;
+    eventually(Duration::from_secs(60), "uploads go on", || async {
+        (checks::documents(&pool, tenant).await >= before_outage).then_some(())
+    })
+    .await;
+    let storage = fleet.seaweed.address;
+    fleet.net.link_down(storage);
+    // The outage is a span of time, not a condition: 10 s, as an operator would see it.
+    tokio::time::sleep(OUTAGE).await;
+    fleet.net.link_up(storage);
+    let after_outage = checks::documents(&pool, tenant).await + 20;
+    eventually(
+        Duration::from_secs(60),
+        "uploads are accepted again",
+        || async { (checks::documents(&pool, tenant).await >= after_outage).then_some(()) },
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let outage_answers = uploads::answers(clients).await;
+    let unexpected = uploads::unexpected(&outage_answers);
+    assert!(
+        unexpected.is_empty(),
+        "neither created nor 503: {unexpected:?}"
+    );
+    let unavailable = outage_answers
+        .iter()
+        .filter(|answer| matches!(answer, Answer::Unavailable))
+        .count();
+    assert!(unavailable > 0, "no upload met the outage");
+    let created = uploads::created(&answers).len() + uploads::created(&outage_answers).len();
+
+    // Jobs that met the outage retried and finished: nothing lost, nothing twice.
+    eventually(
+        Duration::from_secs(120),
+        "every document is READY",
+        || async { (checks::ready(&pool, tenant).await == created as i64).then_some(()) },
+    )
+    .await;
+    let not_once = checks::not_ready_once(&pool, tenant).await;
+    assert!(not_once.is_empty(), "not READY exactly once: {not_once:?}");
+    // A 503 recorded nothing; a 201 recorded its document.
+    assert_eq!(checks::documents(&pool, tenant).await, created as i64);
+    // Nothing half: every row's object is there, whole; what no row names is storage
+    // GC's, and is only what a failed upload or a superseded run could leave.
+    let store = fleet.store();
+    let halves = checks::halves(&pool, store.as_ref()).await;
+    assert!(
+        halves.rows_without_objects.is_empty() && halves.unexplained.is_empty(),
+        "{halves:?}"
+    );
+    assert!(
+        halves.unnamed_sources.len() <= unavailable,
+        "more unnamed uploads than failed uploads ({unavailable}): {halves:?}"
+    );
+    fleet.assert_alive();
     println!(
         "fleet: set up in {set_up:?}; host 1 cut for {down_for:?} holding {} jobs, \
-         {DOCUMENTS} documents READY after {:?}",
+         {DOCUMENTS} documents READY after {first_phase:?}; storage cut for {OUTAGE:?}: \
+         {} uploads, {unavailable} answered 503, {} unnamed uploads and {} superseded \
+         assets left for GC; {created} documents READY after {:?}",
         held.len(),
+        outage_answers.len(),
+        halves.unnamed_sources.len(),
+        halves.superseded_assets.len(),
         began.elapsed()
     );
 }

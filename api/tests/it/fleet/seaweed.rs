@@ -28,16 +28,27 @@ impl Seaweed {
     /// Starts it in `netns` on `address` and waits until its bucket exists.
     pub async fn start(netns: &str, address: Ipv4Addr) -> Self {
         let dir = tempfile::tempdir().expect("seaweedfs folder");
+        std::fs::create_dir(dir.path().join("data")).expect("seaweedfs data folder");
         // `ip netns exec` replaces itself with weed: the kill on drop reaches it.
         let child = Command::new("ip")
             .args(["netns", "exec", netns, "weed", "server", "-s3", "-filer"])
             .arg(format!("-ip={address}"))
             .arg(format!("-ip.bind={address}"))
-            .arg(format!("-dir={}", dir.path().display()))
+            .arg(format!("-dir={}", dir.path().join("data").display()))
             .arg(format!("-master.port={MASTER_PORT}"))
             .arg(format!("-volume.port={VOLUME_PORT}"))
             .arg(format!("-filer.port={FILER_PORT}"))
             .arg(format!("-s3.port={S3_PORT}"))
+            // Unix sockets live on the file system, which namespaces share: its own.
+            .arg(format!(
+                "-filer.localSocket={}",
+                dir.path().join("filer.sock").display()
+            ))
+            .arg(format!(
+                "-s3.localSocket={}",
+                dir.path().join("s3.sock").display()
+            ))
+            .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
             // Small volumes: the test stores a few megabytes.
             .args(["-master.volumeSizeLimitMB=64", "-volume.max=32"])
             .stdin(Stdio::null())

@@ -149,12 +149,7 @@ impl Fleet {
             // A dispatcher cut off mid-publish leaves claims the other one recovers.
             ("QUIRE__DISPATCHER__CLAIM_TIMEOUT_SECONDS", "5".into()),
         ]);
-        // TEMPORARY until the S3 backend is merged: one shared folder.
-        env.retain(|(key, _)| *key != "QUIRE__STORAGE__DATA_DIR");
-        env.push((
-            "QUIRE__STORAGE__DATA_DIR",
-            self.context.data_dir.path().into(),
-        ));
+        env.extend(self.seaweed.process_env());
         env
     }
 
@@ -216,6 +211,21 @@ impl Fleet {
             },
         )
         .await
+    }
+}
+
+impl Fleet {
+    /// The fleet's object store as the test process sees it (over the storage network).
+    pub fn store(&self) -> std::sync::Arc<dyn quire_shared::storage::ObjectStore> {
+        let env: Vec<(&str, String)> = self
+            .seaweed
+            .process_env()
+            .into_iter()
+            .map(|(key, value)| (key, value.to_string_lossy().into_owned()))
+            .collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let settings = quire_shared::test_support::test_settings(&env);
+        quire_shared::storage::build(&settings.storage).expect("the fleet's object store")
     }
 }
 
