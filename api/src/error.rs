@@ -119,6 +119,19 @@ impl ApiError {
         }
     }
 
+    /// A storage fault under a request: 503 with Retry-After when the store is
+    /// unavailable (a timeout, a 5xx, a refused connection), 500 otherwise. Missing
+    /// objects are each route's own answer and never come here.
+    pub fn storage(error: quire_shared::storage::StorageError, doing: &'static str) -> Self {
+        let transient = error.is_transient();
+        let error = anyhow::Error::new(error).context(doing);
+        if transient {
+            Self::Unavailable(error)
+        } else {
+            Self::Internal(error)
+        }
+    }
+
     /// The stable, documented code clients branch on.
     pub fn code(&self) -> &'static str {
         match self {

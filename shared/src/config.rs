@@ -229,11 +229,62 @@ pub struct OpsSettings {
     pub secure_cookies: bool,
 }
 
+/// Where document bytes live (`storage::build` makes the store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackend {
+    /// Files under `storage.data_dir`: one host (or a shared file system).
+    Local,
+    /// An S3-compatible object store (`[storage.s3]`): processes on any host.
+    S3,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageSettings {
+    pub backend: StorageBackend,
+    /// The local backend's folder (unused with `s3`).
     pub data_dir: PathBuf,
+    pub s3: S3Settings,
 }
+
+/// The S3 backend (`storage.backend = "s3"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Settings {
+    /// `http(s)://host:port` of an S3-compatible server (SeaweedFS, MinIO, Ceph); empty:
+    /// AWS S3 of `region`.
+    pub endpoint: String,
+    pub bucket: String,
+    pub region: String,
+    /// `host/bucket/key` URLs rather than `bucket.host/key` (what most self-hosted servers
+    /// need).
+    pub path_style: bool,
+    /// Static credentials, set together; both empty: the instance's credentials (EC2/ECS
+    /// metadata, web identity).
+    pub access_key_id: String,
+    pub secret_access_key: Secret,
+    /// A key prefix inside the bucket (`quire`, `prod/quire`): Quire's objects live under
+    /// it, and listing and wiping never look outside it. Empty: the whole bucket.
+    pub prefix: String,
+    /// Bodies larger than this are sent as a multipart upload in parts of this size (at
+    /// least 5 MiB, S3's smallest part); smaller ones in one request. An upload holds at
+    /// most a few parts in memory, never the whole body.
+    pub part_size_bytes: u64,
+    /// Connecting to the server; past it the attempt fails (and is retried).
+    pub connect_timeout_ms: u64,
+    /// One whole request, its body included (one part of an upload, one download).
+    pub request_timeout_ms: u64,
+    /// Retries of a failed request (5xx, connection refused, timeout) with backoff inside
+    /// the client, before the fault reaches Quire as `storage unavailable` (an upload
+    /// answers 503, a job retries later with its own backoff).
+    pub max_retries: usize,
+    /// The longest the client keeps retrying one request.
+    pub retry_timeout_ms: u64,
+}
+
+/// S3's smallest part of a multipart upload (all but the last).
+pub const MIN_S3_PART_BYTES: u64 = 5 * 1024 * 1024;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -446,6 +497,44 @@ impl Settings {
         }
         if self.redis.namespace.is_empty() || self.redis.namespace.contains(['{', '}']) {
             return unsafe_setting("redis.namespace must be non-empty and without braces");
+        }
+        if self.storage.backend == StorageBackend::S3 {
+            self.storage.s3.validate()?;
+        }
+        Ok(())
+    }
+}
+
+impl S3Settings {
+    /// Refuses settings the S3 backend cannot work with, by name.
+    fn validate(&self) -> Result<(), SettingsError> {
+        let unsafe_setting = |why: &str| Err(SettingsError::Unsafe(why.to_owned()));
+        if self.bucket.is_empty() {
+            return unsafe_setting("storage.s3.bucket must be set for storage.backend = \"s3\"");
+        }
+        if !self.endpoint.is_empty()
+            && !self.endpoint.starts_with("http://")
+            && !self.endpoint.starts_with("https://")
+        {
+            return unsafe_setting("storage.s3.endpoint must be an http:// or https:// URL");
+        }
+        if self.access_key_id.is_empty() != self.secret_access_key.expose().is_empty() {
+            return unsafe_setting(
+                "storage.s3.access_key_id and storage.s3.secret_access_key are set together or not at all",
+            );
+        }
+        if !self.prefix.is_empty()
+            && crate::storage::StorageKey::from_stored(&self.prefix).is_none()
+        {
+            return unsafe_setting(
+                "storage.s3.prefix must be plain path segments (letters, digits, - _ .) without a leading or trailing /",
+            );
+        }
+        if self.part_size_bytes < MIN_S3_PART_BYTES {
+            return unsafe_setting("storage.s3.part_size_bytes must be at least 5 MiB (5242880)");
+        }
+        if self.connect_timeout_ms == 0 || self.request_timeout_ms == 0 {
+            return unsafe_setting("storage.s3 timeouts must be at least 1 ms");
         }
         Ok(())
     }

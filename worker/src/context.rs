@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use quire_shared::config::Settings;
 use quire_shared::db::{self, PgPool};
 use quire_shared::jobs::JobContext;
 use quire_shared::retry::Backoff;
-use quire_shared::storage::LocalStore;
 use uuid::Uuid;
 
 use crate::completer::Completer;
@@ -25,6 +25,8 @@ impl WorkerContext {
     /// Starts the completion writer: call it inside the runtime.
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
         let pool = db::build_pool_with(&settings.database, db::SessionKind::Worker)?;
+        let store = quire_shared::storage::build(&settings.storage)
+            .context("failed to open the object store")?;
         Ok(Self {
             completer: Completer::start(pool.clone()),
             jobs: JobContext {
@@ -36,7 +38,7 @@ impl WorkerContext {
                     &Uuid::new_v4().simple().to_string()[..12]
                 ),
                 pool,
-                store: Arc::new(LocalStore::new(&settings.storage.data_dir)),
+                store,
                 settings: Arc::new(settings.clone()),
             },
             lease: Duration::from_secs(settings.worker.lease_seconds),

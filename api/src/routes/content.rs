@@ -47,7 +47,7 @@ fn content_disposition(filename: &str) -> String {
         (status = 200, description = "the bytes, as an attachment", content_type = "application/octet-stream"),
         (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
-        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+        (status = 503, description = "PostgreSQL or the object storage unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
 )]
 pub async fn content(
@@ -73,11 +73,7 @@ pub async fn content(
                 extension: None,
             });
         }
-        Err(error) => {
-            return Err(ApiError::Internal(
-                anyhow::Error::new(error).context("failed to open content"),
-            ));
-        }
+        Err(error) => return Err(ApiError::storage(error, "failed to open content")),
     };
     let filename = version
         .original_filename
@@ -100,7 +96,7 @@ pub async fn content(
         (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "thumbnail_not_available: not analyzed yet, or the analysis failed", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
-        (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
+        (status = 503, description = "PostgreSQL or the object storage unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
 )]
 pub async fn thumbnail(
@@ -133,11 +129,7 @@ pub async fn thumbnail(
     let reader = match state.store.open(&key).await {
         Ok(reader) => reader,
         Err(StorageError::NotFound) => return Err(not_available()),
-        Err(error) => {
-            return Err(ApiError::Internal(
-                anyhow::Error::new(error).context("failed to open a thumbnail"),
-            ));
-        }
+        Err(error) => return Err(ApiError::storage(error, "failed to open a thumbnail")),
     };
     Ok(HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, "image/png"))

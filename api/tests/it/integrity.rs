@@ -5,7 +5,8 @@ use uuid::Uuid;
 
 use crate::helpers::TestApp;
 
-pub async fn stored_path(app: &TestApp, document_id: Uuid) -> std::path::PathBuf {
+/// The storage key of the document's current version, as its row names it.
+pub async fn stored_key(app: &TestApp, document_id: Uuid) -> String {
     let mut conn = app.pool.get().await.expect("connection");
     let document = documents::find_document(&mut conn, app.tenant_id, document_id)
         .await
@@ -20,7 +21,7 @@ pub async fn stored_path(app: &TestApp, document_id: Uuid) -> std::path::PathBuf
     .await
     .expect("query")
     .expect("version");
-    app.context.data_dir.path().join(version.storage_key)
+    version.storage_key
 }
 
 /// Asserts nothing internal leaks into a client-facing body.
@@ -44,11 +45,12 @@ async fn a_stored_object_altered_after_upload_fails_job_and_document_safely() {
     let app = TestApp::spawn().await;
     let (document_id, job_id) = app.upload(b"original bytes of a contract").await;
     // Same length, other bytes: only the checksum can tell.
-    std::fs::write(
-        stored_path(&app, document_id).await,
-        b"tampered bytes of a contract",
-    )
-    .expect("alter");
+    app.context
+        .overwrite_stored(
+            &stored_key(&app, document_id).await,
+            b"tampered bytes of a contract",
+        )
+        .await;
 
     app.start_dispatcher();
     let _worker = app.start_worker();
@@ -90,7 +92,9 @@ async fn a_stored_object_altered_after_upload_fails_job_and_document_safely() {
 async fn a_missing_stored_object_fails_job_and_document() {
     let app = TestApp::spawn().await;
     let (document_id, job_id) = app.upload(b"bytes that will vanish").await;
-    std::fs::remove_file(stored_path(&app, document_id).await).expect("remove");
+    app.context
+        .remove_stored(&stored_key(&app, document_id).await)
+        .await;
 
     app.start_dispatcher();
     let _worker = app.start_worker();
@@ -125,11 +129,12 @@ async fn bulk_verify_leaves_intact_documents_alone_and_fails_altered_ones() {
         }
     };
     let intact_status = status_of(intact).await;
-    std::fs::write(
-        stored_path(&app, altered).await,
-        b"a receipt that WILL be altered",
-    )
-    .expect("alter");
+    app.context
+        .overwrite_stored(
+            &stored_key(&app, altered).await,
+            b"a receipt that WILL be altered",
+        )
+        .await;
 
     let (status, body) = app
         .json_as(

@@ -124,8 +124,10 @@ async fn failed_analyses(app: &TestApp, count: usize) -> Vec<(Uuid, Uuid)> {
     let mut uploaded = Vec::with_capacity(count);
     for index in 0..count {
         let (document_id, job_id) = app.upload(format!("document {index}").as_bytes()).await;
-        let path = crate::integrity::stored_path(app, document_id).await;
-        std::fs::write(&path, format!("damaged {index}!!")).expect("damage");
+        let key = crate::integrity::stored_key(app, document_id).await;
+        app.context
+            .overwrite_stored(&key, format!("damaged {index}!!").as_bytes())
+            .await;
         uploaded.push((document_id, job_id));
     }
     app.start_dispatcher();

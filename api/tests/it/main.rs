@@ -28,6 +28,8 @@ mod sandbox;
 mod search_bounds;
 mod stale_runs;
 mod statement_timeouts;
+mod storage_outage;
+mod storage_s3;
 mod tenancy;
 mod tenant_deletion;
 mod tenant_isolation;

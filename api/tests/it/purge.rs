@@ -27,8 +27,8 @@ async fn deleting_a_trashed_document_purges_its_bytes_and_rows_but_keeps_the_job
         .await
         .expect("patch");
     assert_eq!(labelled.status(), 200);
-    let stored = crate::integrity::stored_path(&app, document_id).await;
-    assert!(stored.exists());
+    let stored = crate::integrity::stored_key(&app, document_id).await;
+    assert!(app.context.is_stored(&stored).await);
 
     let trashed = delete(&app, document_id).await;
     assert_eq!(trashed.status(), 200, "first DELETE trashes");
@@ -50,7 +50,10 @@ async fn deleting_a_trashed_document_purges_its_bytes_and_rows_but_keeps_the_job
     app.start_dispatcher();
     let _worker = app.start_worker();
     app.wait_for_job(purge_id, JobStatus::Succeeded).await;
-    assert!(!stored.exists(), "the stored bytes are gone");
+    assert!(
+        !app.context.is_stored(&stored).await,
+        "the stored bytes are gone"
+    );
     assert_eq!(delete(&app, document_id).await.status(), 404);
     let trash: Value = app
         .get_as(&app.token, "/api/documents?trashed=true")
@@ -76,9 +79,6 @@ async fn restoring_withdraws_a_purge_that_has_not_started() {
         .await;
     assert_eq!(restored.status(), 200);
     assert_eq!(app.job(purge_id).await.status, JobStatus::Cancelled);
-    assert!(
-        crate::integrity::stored_path(&app, document_id)
-            .await
-            .exists()
-    );
+    let stored = crate::integrity::stored_key(&app, document_id).await;
+    assert!(app.context.is_stored(&stored).await);
 }

@@ -9,14 +9,16 @@ async fn a_failed_job_can_be_retried_once_and_then_succeeds() {
     let app = TestApp::spawn().await;
     let original = b"the bytes as uploaded".to_vec();
     let (document_id, job_id) = app.upload(&original).await;
-    let path = crate::integrity::stored_path(&app, document_id).await;
-    std::fs::write(&path, b"the bytes as damaged!").expect("damage");
+    let key = crate::integrity::stored_key(&app, document_id).await;
+    app.context
+        .overwrite_stored(&key, b"the bytes as damaged!")
+        .await;
     app.start_dispatcher();
     let _worker = app.start_worker();
     app.wait_for_job(job_id, JobStatus::Failed).await;
 
     // Repaired storage, then an authorized retry: a new event and a fresh budget.
-    std::fs::write(&path, &original).expect("repair");
+    app.context.overwrite_stored(&key, &original).await;
     let retry_path = format!("/api/documents/{document_id}/processing-jobs/{job_id}/retry");
     let response = app.post_as(&app.token, &retry_path).await;
     assert_eq!(response.status(), 202);

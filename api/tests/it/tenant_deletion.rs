@@ -3,7 +3,6 @@
 //! worker — leaves every row and every stored byte of the tenant in place.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use diesel::sql_types::Uuid as SqlUuid;
 use diesel_async::RunQueryDsl;
@@ -28,22 +27,6 @@ pub(crate) struct Footprint {
     pub(crate) has_index: bool,
     /// Stored objects under the tenant's prefix, with their sizes.
     pub(crate) files: BTreeMap<String, u64>,
-}
-
-fn walk(root: &Path, dir: &Path, files: &mut BTreeMap<String, u64>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            walk(root, &path, files);
-        } else {
-            let size = entry.metadata().map(|meta| meta.len()).unwrap_or_default();
-            let relative = path.strip_prefix(root).unwrap_or(&path);
-            files.insert(relative.display().to_string(), size);
-        }
-    }
 }
 
 pub(crate) async fn footprint(app: &TestApp, tenant_id: Uuid) -> Footprint {
@@ -75,9 +58,15 @@ pub(crate) async fn footprint(app: &TestApp, tenant_id: Uuid) -> Footprint {
         .await
         .expect("tenant")
         .map(|tenant| tenant.status);
-    let mut files = BTreeMap::new();
-    let root = app.context.data_dir.path();
-    walk(root, &root.join(format!("tenants/{tenant_id}")), &mut files);
+    let under = format!("tenants/{tenant_id}/");
+    let files: BTreeMap<String, u64> = app
+        .context
+        .stored_objects()
+        .await
+        .into_iter()
+        .filter(|object| object.key.starts_with(&under))
+        .map(|object| (object.key, object.size_bytes))
+        .collect();
     Footprint {
         status,
         rows,

@@ -1,8 +1,11 @@
-//! Object storage behind a small trait; a local-filesystem store is the default. Keys are
-//! generated from ids (`StorageKey`), never derived from anything a client sent.
+//! Object storage behind a small trait: local files (the embedded default) or an
+//! S3-compatible server, chosen by `storage.backend`; [`build`] is the one constructor
+//! every process uses. Keys are generated from ids (`StorageKey`), never derived from
+//! anything a client sent.
 
 mod keys;
 mod local;
+mod s3;
 
 use std::sync::{Arc, Mutex};
 
@@ -14,6 +17,9 @@ use tokio::io::AsyncRead;
 
 pub use keys::StorageKey;
 pub use local::LocalStore;
+pub use s3::S3Store;
+
+use crate::config::{StorageBackend, StorageSettings};
 
 pub type ByteStream<'a> = BoxStream<'a, Result<Bytes, std::io::Error>>;
 pub type ObjectReader = Box<dyn AsyncRead + Send + Unpin>;
@@ -24,8 +30,32 @@ pub enum StorageError {
     NotFound,
     #[error("object is larger than {limit} bytes")]
     TooLarge { limit: u64 },
+    /// A fault worth another try: the store timed out, answered 5xx or refused the
+    /// connection (after the client's own retries). Jobs retry it with backoff; the API
+    /// answers 503 with Retry-After. Its text names no credential.
+    #[error("object storage is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The settings cannot make a store (names the setting, never a credential).
+    #[error("storage settings refused: {0}")]
+    Settings(String),
     #[error("storage i/o failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl StorageError {
+    /// Whether another try later may succeed (the store was unavailable).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}
+
+/// The object store `settings` name: the one constructor of every process (api,
+/// workers, dispatchers, CLI, bench), so all of them read and write the same objects.
+pub fn build(settings: &StorageSettings) -> Result<Arc<dyn ObjectStore>, StorageError> {
+    Ok(match settings.backend {
+        StorageBackend::Local => Arc::new(LocalStore::new(&settings.data_dir)),
+        StorageBackend::S3 => Arc::new(S3Store::new(&settings.s3)?),
+    })
 }
 
 /// Where document bytes live.

@@ -1,9 +1,11 @@
 //! Test support (feature `test-support`): real PostgreSQL and Redis, isolated per test.
 //!
 //! `scripts/test` starts throwaway servers and exports `QUIRE_TEST_DATABASE_URL` (a
-//! superuser URL of the maintenance database) and `QUIRE_TEST_REDIS_URL`. Each test gets
-//! its own database, cloned from a migrated template, its own Redis key namespace and its
-//! own storage folder, so tests run in parallel.
+//! superuser URL of the maintenance database), `QUIRE_TEST_REDIS_URL` and the shared
+//! SeaweedFS's `QUIRE_TEST_S3_ENDPOINT` (with `QUIRE_TEST_S3_BUCKET` and its keys). Each
+//! test gets its own database, cloned from a migrated template, its own Redis key
+//! namespace and its own storage: a folder, or with `QUIRE_TEST_STORAGE=s3` a prefix of
+//! its own in the shared bucket. So tests run in parallel.
 //!
 //! What the tests of every crate need lives here once: the per-test context, waiting for
 //! a job, pushing to and draining a list, a started service's drain handle, a deletion
@@ -19,6 +21,7 @@ mod postgres_server;
 mod queues;
 mod redis_cluster;
 mod redis_server;
+mod seaweed_server;
 mod service;
 mod wait;
 
@@ -36,10 +39,16 @@ pub use oracle::{create_oracle_tables, enqueue_fault_jobs, started_runs};
 pub use postgres_server::PostgresServer;
 pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, RedisTls, free_port};
+pub use seaweed_server::{
+    SeaweedServer, TEST_S3_ACCESS_KEY_ID, TEST_S3_BUCKET, TEST_S3_SECRET_ACCESS_KEY,
+};
 pub use service::RunningService;
 pub use wait::eventually;
 
-use crate::config::{Profile, Settings, SettingsSource, workspace_config_dir};
+use crate::config::{
+    Profile, S3Settings, Settings, SettingsSource, StorageBackend, workspace_config_dir,
+};
+use crate::secret::Secret;
 use crate::states::JobStatus;
 
 /// How long a test waits for what a running system does at once (a publish, a claim, a
@@ -59,11 +68,41 @@ pub fn shared_redis_url() -> String {
     required_env("QUIRE_TEST_REDIS_URL")
 }
 
-/// One test's world: its database, Redis namespace, storage folder and settings.
+/// Whether this run's contexts store on S3 (`QUIRE_TEST_STORAGE=s3`, which scripts/test
+/// sets for the second pass of the document flows) rather than in a local folder.
+pub fn s3_requested() -> bool {
+    match std::env::var("QUIRE_TEST_STORAGE").as_deref() {
+        Ok("s3") => true,
+        Ok("local") | Err(_) => false,
+        Ok(other) => panic!("QUIRE_TEST_STORAGE={other:?}: expected local or s3"),
+    }
+}
+
+/// The S3 backend on the suite's shared SeaweedFS (scripts/test starts it), under
+/// `prefix` of its one bucket.
+pub fn shared_s3_settings(prefix: &str) -> S3Settings {
+    let variable =
+        |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
+    let mut settings = test_settings(&[]).storage.s3;
+    settings.endpoint = required_env("QUIRE_TEST_S3_ENDPOINT");
+    settings.bucket = variable("QUIRE_TEST_S3_BUCKET", TEST_S3_BUCKET);
+    settings.access_key_id = variable("QUIRE_TEST_S3_ACCESS_KEY_ID", TEST_S3_ACCESS_KEY_ID);
+    settings.secret_access_key = Secret::new(variable(
+        "QUIRE_TEST_S3_SECRET_ACCESS_KEY",
+        TEST_S3_SECRET_ACCESS_KEY,
+    ));
+    settings.path_style = true;
+    settings.prefix = prefix.to_owned();
+    settings
+}
+
+/// One test's world: its database, Redis namespace, storage (a folder, or a prefix of
+/// the shared bucket) and settings.
 pub struct TestContext {
     pub settings: Settings,
     pub database: TestDatabase,
     pub namespace: String,
+    /// The local backend's folder (made in both modes; unused on S3).
     pub data_dir: TempDir,
 }
 
@@ -92,18 +131,100 @@ impl TestContext {
                 data_dir.path().to_str().expect("utf-8 temp path"),
             ),
         ]);
-        Self {
+        let mut context = Self {
             settings,
             database,
             namespace,
             data_dir,
+        };
+        if s3_requested() {
+            // The namespace is unique per test: its name is the test's prefix too.
+            let prefix = context.namespace.clone();
+            context.use_s3(shared_s3_settings(&prefix));
+        }
+        context
+    }
+
+    /// Switches this context (and the processes started from `process_env`) to the S3
+    /// backend with `s3` (a private `SeaweedServer`'s, or the shared one's).
+    pub fn use_s3(&mut self, s3: S3Settings) {
+        self.settings.storage.backend = StorageBackend::S3;
+        self.settings.storage.s3 = s3;
+    }
+
+    /// Whether this context stores on S3.
+    pub fn on_s3(&self) -> bool {
+        self.settings.storage.backend == StorageBackend::S3
+    }
+
+    /// The object store of this context's settings, as every process builds it.
+    pub fn store(&self) -> std::sync::Arc<dyn crate::storage::ObjectStore> {
+        crate::storage::build(&self.settings.storage).expect("object store")
+    }
+
+    /// Whether the object `key` (a storage key as rows hold it) is stored: what a test
+    /// means when it looked for a file under `data_dir`, on either backend.
+    pub async fn is_stored(&self, key: &str) -> bool {
+        let key = crate::storage::StorageKey::from_stored(key).expect("a plain storage key");
+        match self.store().open(&key).await {
+            Ok(_) => true,
+            Err(crate::storage::StorageError::NotFound) => false,
+            Err(error) => panic!("storage failed: {error}"),
         }
     }
 
+    /// Every key of this context's store, in key order (staging objects included).
+    pub async fn stored_keys(&self) -> Vec<String> {
+        self.stored_objects()
+            .await
+            .into_iter()
+            .map(|object| object.key)
+            .collect()
+    }
+
+    /// Every object of this context's store with its size, in key order.
+    pub async fn stored_objects(&self) -> Vec<crate::storage::ListedObject> {
+        let store = self.store();
+        let mut objects: Vec<crate::storage::ListedObject> = Vec::new();
+        loop {
+            let after = objects.last().map(|object| object.key.clone());
+            let page = store
+                .list_after(after.as_deref(), 1000)
+                .await
+                .expect("list the store");
+            if page.is_empty() {
+                return objects;
+            }
+            objects.extend(page);
+        }
+    }
+
+    /// Replaces the object `key` with `bytes` (a test damaging or repairing storage).
+    pub async fn overwrite_stored(&self, key: &str, bytes: &[u8]) {
+        let key = crate::storage::StorageKey::from_stored(key).expect("a plain storage key");
+        let body = futures_util::stream::once(futures_util::future::ready(Ok(
+            bytes::Bytes::copy_from_slice(bytes),
+        )));
+        self.store()
+            .put(&key, Box::pin(body))
+            .await
+            .expect("overwrite a stored object");
+    }
+
+    /// Removes the object `key` (a test losing storage).
+    pub async fn remove_stored(&self, key: &str) {
+        let key = crate::storage::StorageKey::from_stored(key).expect("a plain storage key");
+        self.store()
+            .delete(&key)
+            .await
+            .expect("remove a stored object");
+    }
+
     /// The environment that points a Quire binary at this context's database, Redis
-    /// namespace and storage folder, in the test profile: what a test sets on a child
+    /// namespace and storage (folder or S3 prefix), in the test profile: what a test sets on a child
     /// process (see `crate::process`) to make it part of this test's world.
     pub fn process_env(&self) -> Vec<(&'static str, OsString)> {
+        let s3 = &self.settings.storage.s3;
         vec![
             ("QUIRE_ENV", "test".into()),
             ("QUIRE_CONFIG_DIR", workspace_config_dir().into()),
@@ -117,6 +238,29 @@ impl TestContext {
                 "QUIRE__STORAGE__DATA_DIR",
                 self.settings.storage.data_dir.clone().into(),
             ),
+            (
+                "QUIRE__STORAGE__BACKEND",
+                match self.settings.storage.backend {
+                    StorageBackend::Local => "local",
+                    StorageBackend::S3 => "s3",
+                }
+                .into(),
+            ),
+            ("QUIRE__STORAGE__S3__ENDPOINT", s3.endpoint.clone().into()),
+            ("QUIRE__STORAGE__S3__BUCKET", s3.bucket.clone().into()),
+            (
+                "QUIRE__STORAGE__S3__PATH_STYLE",
+                s3.path_style.to_string().into(),
+            ),
+            (
+                "QUIRE__STORAGE__S3__ACCESS_KEY_ID",
+                s3.access_key_id.clone().into(),
+            ),
+            (
+                "QUIRE__STORAGE__S3__SECRET_ACCESS_KEY",
+                s3.secret_access_key.expose().into(),
+            ),
+            ("QUIRE__STORAGE__S3__PREFIX", s3.prefix.clone().into()),
             // Empty unless the test's Redis speaks TLS with its own CA.
             (
                 "QUIRE__REDIS__CA_FILE",

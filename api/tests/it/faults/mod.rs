@@ -9,6 +9,7 @@
 
 mod cancel;
 mod dispatcher_crash;
+mod documents_on_s3;
 mod drain;
 mod kill_workers;
 mod oracle;
