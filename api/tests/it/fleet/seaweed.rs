@@ -95,6 +95,8 @@ impl Seaweed {
                 "QUIRE__STORAGE__S3__SECRET_ACCESS_KEY",
                 "fleet-secret".into(),
             ),
+            // The whole bucket is the fleet's, whatever QUIRE_TEST_STORAGE chose.
+            ("QUIRE__STORAGE__S3__PREFIX", "".into()),
             // A storage host that is gone answers nothing: each request gives up within
             // seconds, so an upload meeting the 10 s outage answers 503 within it.
             ("QUIRE__STORAGE__S3__CONNECT_TIMEOUT_MS", "1000".into()),
