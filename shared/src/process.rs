@@ -81,16 +81,34 @@ pub struct Launch {
 impl Launch {
     /// The workspace binary `binary`, with the caller's environment.
     pub fn new(binary: &str) -> Result<Self, ProcessError> {
-        let mut command = Command::new(binary_path(binary)?);
+        Ok(Self::with_command(
+            binary,
+            Command::new(binary_path(binary)?),
+        ))
+    }
+
+    /// The workspace binary `binary` inside the network namespace `netns`, through
+    /// `ip netns exec` (root only). `ip` replaces itself with the binary (it forks only in
+    /// batch mode), so the process id, the signals and the kill on drop are the binary's
+    /// own. The multi-host test runs each "host" of a fleet this way.
+    pub fn in_netns(binary: &str, netns: &str) -> Result<Self, ProcessError> {
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", netns])
+            .arg(binary_path(binary)?);
+        Ok(Self::with_command(binary, command))
+    }
+
+    fn with_command(binary: &str, mut command: Command) -> Self {
         command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true);
-        Ok(Self {
+        Self {
             binary: binary.to_owned(),
             command,
-        })
+        }
     }
 
     /// Nothing of the caller's environment but `PATH`: the process sees only what the

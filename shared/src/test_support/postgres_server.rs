@@ -1,8 +1,10 @@
 //! A private PostgreSQL cluster for fault tests that stop and restart the database
 //! without disturbing the tests sharing the suite's server, and for the TLS tests (a
-//! server that accepts TLS connections only, with the test's certificate). As root the
-//! server runs as the `postgres` user (PostgreSQL refuses to run as root).
+//! server that accepts TLS connections only, with the test's certificate), and for the
+//! database host of the multi-host test (inside a network namespace). As root the server
+//! runs as the `postgres` user (PostgreSQL refuses to run as root).
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,6 +16,10 @@ pub struct PostgresServer {
     bin: PathBuf,
     /// More `-c` options (TLS).
     options: String,
+    /// The address it listens on (loopback unless it runs on a host of a test network).
+    listen: IpAddr,
+    /// The network namespace it runs in (the multi-host test's infrastructure host).
+    netns: Option<String>,
 }
 
 fn running_as_root() -> bool {
@@ -24,8 +30,25 @@ fn running_as_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Runs a PostgreSQL tool as the cluster's owner.
-fn pg_command(tool: &Path) -> Command {
+/// Runs a PostgreSQL tool as the cluster's owner, inside `netns` if given (pg_ctl's
+/// server then lives in that namespace: a namespace is inherited by every child).
+fn pg_command(tool: &Path, netns: Option<&str>) -> Command {
+    let mut command = match netns {
+        Some(netns) => {
+            let mut command = Command::new("ip");
+            command.args(["netns", "exec", netns]);
+            command
+        }
+        None => return plain_pg_command(tool),
+    };
+    if running_as_root() {
+        command.args(["runuser", "-u", "postgres", "--"]);
+    }
+    command.arg(tool);
+    command
+}
+
+fn plain_pg_command(tool: &Path) -> Command {
     if running_as_root() {
         let mut command = Command::new("runuser");
         command.args(["-u", "postgres", "--"]).arg(tool);
@@ -58,6 +81,21 @@ impl PostgresServer {
     /// Initialises and starts a cluster on a free loopback port.
     pub fn start() -> Self {
         let server = Self::init();
+        server.start_again();
+        server
+    }
+
+    /// A cluster inside the network namespace `netns`, listening on `address` (one of
+    /// the namespace's own) and trusting clients from the network `clients` (CIDR): the
+    /// database host of the multi-host test.
+    pub fn start_in_netns(netns: &str, address: IpAddr, clients: &str) -> Self {
+        let mut server = Self::init();
+        server.listen = address;
+        server.netns = Some(netns.to_owned());
+        let hba = server.data_dir().join("pg_hba.conf");
+        let mut lines = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        lines.push_str(&format!("host all all {clients} trust\n"));
+        std::fs::write(&hba, lines).expect("write pg_hba.conf");
         server.start_again();
         server
     }
@@ -114,8 +152,10 @@ impl PostgresServer {
             bin: newest_bin_dir(),
             dir,
             options: String::new(),
+            listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            netns: None,
         };
-        let status = pg_command(&server.bin.join("initdb"))
+        let status = plain_pg_command(&server.bin.join("initdb"))
             .arg("-D")
             .arg(server.data_dir())
             .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"])
@@ -132,17 +172,18 @@ impl PostgresServer {
 
     /// A superuser URL of the maintenance database.
     pub fn admin_url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        format!("postgres://postgres@{}:{}/postgres", self.listen, self.port)
     }
 
     fn pg_ctl(&self, args: &[&str]) {
         let options = format!(
-            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c max_connections=200 {}",
+            "-c listen_addresses={} -p {} -k {} -c fsync=off -c max_connections=200 {}",
+            self.listen,
             self.port,
             self.dir.path().display(),
             self.options
         );
-        let status = pg_command(&self.bin.join("pg_ctl"))
+        let status = pg_command(&self.bin.join("pg_ctl"), self.netns.as_deref())
             .arg("-D")
             .arg(self.data_dir())
             .arg("-l")
@@ -167,7 +208,7 @@ impl PostgresServer {
 
 impl Drop for PostgresServer {
     fn drop(&mut self) {
-        let _ = pg_command(&self.bin.join("pg_ctl"))
+        let _ = plain_pg_command(&self.bin.join("pg_ctl"))
             .arg("-D")
             .arg(self.data_dir())
             .args(["-m", "immediate", "stop"])

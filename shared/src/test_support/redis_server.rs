@@ -1,7 +1,9 @@
 //! A private `redis-server` for fault tests that stop and restart Redis without
 //! disturbing the tests that share the suite's server, and for the TLS tests (a server
-//! that speaks TLS only, with the test's certificate).
+//! that speaks TLS only, with the test's certificate), and for the Redis host of the
+//! multi-host test (inside a network namespace).
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -16,6 +18,10 @@ pub struct RedisServer {
     dir: TempDir,
     child: Option<Child>,
     tls: Option<RedisTls>,
+    /// The address it binds (loopback unless it runs on a host of a test network).
+    bind: IpAddr,
+    /// The network namespace it runs in.
+    netns: Option<String>,
 }
 
 /// The PEM files of a TLS-only server: its certificate chain and key, and the CA the
@@ -37,6 +43,23 @@ impl RedisServer {
             dir,
             child: None,
             tls: None,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            netns: None,
+        };
+        server.spawn().await;
+        server
+    }
+
+    /// A server inside the network namespace `netns`, bound to `address` (one of the
+    /// namespace's own): the Redis host of the multi-host test.
+    pub async fn start_in_netns(netns: &str, address: IpAddr) -> Self {
+        let mut server = Self {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("redis folder"),
+            child: None,
+            tls: None,
+            bind: address,
+            netns: Some(netns.to_owned()),
         };
         server.spawn().await;
         server
@@ -50,6 +73,8 @@ impl RedisServer {
             dir: tempfile::tempdir().expect("redis folder"),
             child: None,
             tls: Some(tls),
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            netns: None,
         };
         server.spawn().await;
         server
@@ -60,7 +85,7 @@ impl RedisServer {
     pub fn url(&self) -> String {
         match self.tls {
             Some(_) => format!("rediss://localhost:{}", self.port),
-            None => format!("redis://127.0.0.1:{}", self.port),
+            None => format!("redis://{}:{}", self.bind, self.port),
         }
     }
 
@@ -78,7 +103,15 @@ impl RedisServer {
     }
 
     async fn spawn(&mut self) {
-        let mut command = Command::new("redis-server");
+        // `ip netns exec` replaces itself with redis-server: the kill reaches the server.
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns, "redis-server"]);
+                command
+            }
+            None => Command::new("redis-server"),
+        };
         match &self.tls {
             None => {
                 command.args(["--port", &self.port.to_string()]);
@@ -94,7 +127,16 @@ impl RedisServer {
             }
         }
         let child = command
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--bind",
+                &self.bind.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            // Clients of other hosts connect without a password (a test network).
+            .args(["--protected-mode", "no"])
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())
