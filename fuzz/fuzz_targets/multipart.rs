@@ -18,7 +18,9 @@ use libfuzzer_sys::fuzz_target;
 use quire_api::ApiError;
 use quire_api::fuzzing::{MAX_FILENAME_BYTES, receive};
 use quire_shared::actions::documents::checked_title;
-use quire_shared::storage::{ByteStream, ObjectReader, ObjectStore, StorageError, StorageKey};
+use quire_shared::storage::{
+    ByteStream, ListedObject, ObjectReader, ObjectStore, StorageError, StorageKey,
+};
 use uuid::Uuid;
 
 /// The seeds use it; the fuzzer finds it in them.
@@ -50,6 +52,13 @@ impl ObjectStore for Discard {
 
     async fn delete_prefix(&self, _prefix: &StorageKey) -> Result<(), StorageError> {
         Ok(())
+    }
+    async fn list_after(
+        &self,
+        _after: Option<&str>,
+        _limit: usize,
+    ) -> Result<Vec<ListedObject>, StorageError> {
+        Ok(Vec::new())
     }
 }
 

@@ -242,8 +242,10 @@ impl SeaweedServer {
     async fn wait_until_serving(&self) {
         let store = S3Store::new(&self.s3_settings("")).expect("s3 client");
         let probe = probe_key();
+        // Generous: under a loaded 2-core machine the volume server has been seen to
+        // take most of a minute to rejoin its master after a kill.
         eventually(
-            Duration::from_secs(60),
+            Duration::from_secs(150),
             "seaweedfs serves stored objects over s3",
             || async { store.digest(&probe).await.ok().map(drop) },
         )
