@@ -213,9 +213,25 @@ pub async fn reannounce_lost(
     if unclaimed.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<Uuid> = unclaimed.iter().map(|job| job.id).collect();
-    let old_events: Vec<Uuid> = unclaimed.iter().map(|job| job.current_event_id).collect();
-    let new_events: Vec<Uuid> = unclaimed.iter().map(|_| Uuid::now_v7()).collect();
+    let jobs: Vec<(Uuid, Uuid)> = unclaimed
+        .iter()
+        .map(|job| (job.id, job.current_event_id))
+        .collect();
+    announce_again(conn, &jobs).await
+}
+
+/// Gives each `(job, current event)` a new event due now, if the job is still `QUEUED`
+/// with that current event (the fence), and wakes the dispatchers at commit. The old
+/// message, if one is still in a list, claims nothing. Lost-message recovery and a
+/// pause's resume (`pauses::reannounce_released`) both announce through here. Returns
+/// how many jobs were announced again.
+pub(crate) async fn announce_again(
+    conn: &mut AsyncPgConnection,
+    jobs: &[(Uuid, Uuid)],
+) -> Result<usize, DbError> {
+    let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| *id).collect();
+    let old_events: Vec<Uuid> = jobs.iter().map(|(_, event)| *event).collect();
+    let new_events: Vec<Uuid> = jobs.iter().map(|_| Uuid::now_v7()).collect();
     let count = diesel::sql_query(concat!(
         "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[]) AS s(id, old_event, new_event)), \
          job AS ( \

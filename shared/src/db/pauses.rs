@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::DbError;
-use super::jobs::{Job, next_event_cte};
+use super::jobs::Job;
 use super::schema::{queue_pauses, tenants};
 use crate::states::JobStatus;
 
@@ -187,12 +187,6 @@ struct Spent {
     current_event_id: Uuid,
 }
 
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = Int8)]
-    count: i64,
-}
-
 /// Jobs announced again per statement of a resume.
 const REANNOUNCE_BATCH: i64 = 5_000;
 
@@ -236,29 +230,11 @@ pub async fn reannounce_released(
             break;
         }
         let batch = spent.len();
-        let ids: Vec<Uuid> = spent.iter().map(|job| job.id).collect();
-        let old_events: Vec<Uuid> = spent.iter().map(|job| job.current_event_id).collect();
-        let new_events: Vec<Uuid> = spent.iter().map(|_| Uuid::now_v7()).collect();
-        let count = diesel::sql_query(concat!(
-            "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[]) \
-                           AS s(id, old_event, new_event)), \
-             job AS ( \
-                 UPDATE processing_jobs AS j \
-                 SET current_event_id = seen.new_event, updated_at = now() \
-                 FROM seen \
-                 WHERE j.id = seen.id AND j.status = 'QUEUED' \
-                   AND j.current_event_id = seen.old_event \
-                 RETURNING j.id, j.tenant_id, j.job_type, seen.new_event, seen.old_event), ",
-            next_event_cte!("job.new_event", "job.old_event", "now()"),
-            " SELECT count(*) AS count FROM event"
-        ))
-        .bind::<Array<SqlUuid>, _>(ids)
-        .bind::<Array<SqlUuid>, _>(old_events)
-        .bind::<Array<SqlUuid>, _>(new_events)
-        .get_result::<Count>(conn)
-        .await?
-        .count;
-        total += usize::try_from(count).unwrap_or(0);
+        let jobs: Vec<(Uuid, Uuid)> = spent
+            .iter()
+            .map(|job| (job.id, job.current_event_id))
+            .collect();
+        total += super::maintenance::announce_again(conn, &jobs).await?;
         if (batch as i64) < REANNOUNCE_BATCH {
             break;
         }
