@@ -26,6 +26,7 @@ pub mod search_indexes;
 pub mod stats;
 pub mod storage_gc;
 pub mod tenant_data;
+pub mod tenant_events;
 pub mod tenants;
 pub mod workers;
 

@@ -249,6 +249,18 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    tenant_events (id) {
+        id -> Int8,
+        tenant_id -> Uuid,
+        event_type -> Text,
+        subject_id -> Uuid,
+        payload -> Jsonb,
+        txid -> Int8,
+        created_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -275,4 +287,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     queue_pauses,
     storage_gc_cursor,
     schedules,
+    tenant_events,
 );
