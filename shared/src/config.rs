@@ -188,6 +188,12 @@ pub struct DatabaseSettings {
     /// `statement_timeout` of each kind of session (`db::SessionKind`), set on every
     /// pooled connection when it is opened.
     pub statement_timeout_ms: StatementTimeouts,
+    /// `idle_in_transaction_session_timeout` of the api's, the worker's and the
+    /// dispatcher's sessions (0: none): the server ends a session whose transaction
+    /// waits this long for its client's next statement. A process cut off the network
+    /// mid-transaction otherwise holds its row and advisory locks until the server's
+    /// TCP notices, hours later, and every process that needs them waits.
+    pub idle_in_transaction_timeout_ms: u64,
 }
 
 /// Milliseconds a statement may run, per kind of session; 0 means no limit.

@@ -9,6 +9,7 @@ mod enqueue_limit;
 mod fair_share;
 mod faults;
 mod fixtures;
+mod fleet;
 mod helpers;
 mod hostile;
 mod image_memory;
