@@ -77,7 +77,8 @@ async fn wait_for_delivery(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    eventually(DEADLINE, what, || async {
+    let done = &done;
+    eventually(DEADLINE, what, || async move {
         deliveries(app, webhook_id)
             .await
             .into_iter()
@@ -345,10 +346,10 @@ async fn a_subscription_that_keeps_failing_is_disabled_with_a_reason() {
 
     trash_new_document(&app, "a document for a broken receiver").await;
 
-    let view = eventually(DEADLINE, "the subscription is disabled", || async {
-        let (_, view) = app
-            .json_as(Method::GET, &app.token, &format!("/api/webhooks/{webhook_id}"), None)
-            .await;
+    let shared = &app;
+    let view = eventually(DEADLINE, "the subscription is disabled", || async move {
+        let path = format!("/api/webhooks/{webhook_id}");
+        let (_, view) = shared.json_as(Method::GET, &shared.token, &path, None).await;
         (view["enabled"] == false).then_some(view)
     })
     .await;
@@ -468,5 +469,77 @@ async fn a_tenant_has_at_most_twenty_subscriptions() {
     assert_eq!(
         list["webhooks"].as_array().map(Vec::len),
         Some(quire_shared::actions::webhooks::MAX_SUBSCRIPTIONS)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_state_change_is_announced_once_to_a_subscriber_of_every_type() {
+    let app = app_allowing_loopback(|_| {}).await;
+    let receiver = Receiver::healthy();
+    let all = [
+        "document.ready",
+        "document.failed",
+        "document.trashed",
+        "document.purged",
+        "job.failed",
+    ];
+    let (webhook_id, secret) = subscribe(&app, &receiver.url(), &all).await;
+    // One document whose bytes vanish before its analysis (it fails, with its job), one
+    // that becomes ready and is then trashed and purged.
+    let (broken, broken_job) = app.upload(b"bytes that will vanish").await;
+    app.context
+        .remove_stored(&crate::integrity::stored_key(&app, broken).await)
+        .await;
+    let (document_id, job_id) = app.upload(b"a document with a whole life").await;
+    let _worker = app.start_worker();
+    app.wait_for_job(broken_job, JobStatus::Failed).await;
+    app.wait_for_job(job_id, JobStatus::Succeeded).await;
+    let path = format!("/api/documents/{document_id}");
+    let (status, _) = app.json_as(Method::DELETE, &app.token, &path, None).await;
+    assert_eq!(status, 200, "trashed");
+    let (status, purge) = app.json_as(Method::DELETE, &app.token, &path, None).await;
+    assert_eq!(status, 202, "purge queued: {purge}");
+    app.wait_for_job(uuid_at(&purge, "/job/id"), JobStatus::Succeeded)
+        .await;
+
+    let received = receiver.wait_for(5).await;
+    let mut seen: Vec<(String, String)> = received
+        .iter()
+        .map(|request| {
+            assert!(verified(request, &secret));
+            let body: Value = serde_json::from_slice(&request.body).expect("json");
+            let subject = body["data"]["document_id"].as_str().unwrap_or_default().to_owned();
+            (body["type"].as_str().unwrap_or_default().to_owned(), subject)
+        })
+        .collect();
+    seen.sort();
+    let (broken, document) = (broken.to_string(), document_id.to_string());
+    let mut expected = vec![
+        ("document.failed".to_owned(), broken.clone()),
+        ("document.purged".to_owned(), document.clone()),
+        ("document.ready".to_owned(), document.clone()),
+        ("document.trashed".to_owned(), document),
+        ("job.failed".to_owned(), broken),
+    ];
+    expected.sort();
+    assert_eq!(seen, expected);
+    let failed_job = received
+        .iter()
+        .map(|request| serde_json::from_slice::<Value>(&request.body).expect("json"))
+        .find(|body| body["type"] == "job.failed")
+        .expect("job.failed");
+    assert_eq!(failed_job["data"]["job_id"], broken_job.to_string());
+    assert_eq!(failed_job["data"]["job_type"], "analyze-document");
+    assert_eq!(failed_job["data"]["error_code"], "source_missing");
+    let shared = &app;
+    eventually(DEADLINE, "every delivery is recorded delivered", || async move {
+        let all = deliveries(shared, webhook_id).await;
+        (all.len() == 5 && all.iter().all(|d| d["status"] == "delivered")).then_some(())
+    })
+    .await;
+    assert_eq!(
+        count_rows(&app, "SELECT count(*) AS count FROM tenant_events WHERE tenant_id = $1", app.tenant_id).await,
+        5,
+        "one event per change"
     );
 }

@@ -79,7 +79,7 @@ pub async fn create_subscription(
             webhook_subscriptions::tenant_id.eq(new.tenant_id),
             webhook_subscriptions::url.eq(new.url),
             webhook_subscriptions::secret.eq(new.secret),
-            webhook_subscriptions::event_types.eq(new.event_types),
+            webhook_subscriptions::event_types.eq(new.event_types.to_vec()),
         ))
         .returning(Subscription::as_returning())
         .get_result(conn)
@@ -161,7 +161,7 @@ pub async fn update_subscription(
     .bind::<Nullable<Text>, _>(change.url.clone())
     .bind::<Nullable<Array<Text>>, _>(change.event_types.clone())
     .bind::<Nullable<Bool>, _>(change.enabled)
-    .get_result(conn)
+    .get_result::<Subscription>(conn)
     .await
     .optional()?)
 }

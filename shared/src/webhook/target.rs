@@ -8,7 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ipnet::IpNet;
-use reqwest_rustls::Url;
+use url::Url;
 
 /// Longest URL a subscription may have (the column's CHECK says the same).
 pub const MAX_URL_CHARS: usize = 2048;
