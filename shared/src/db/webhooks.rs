@@ -249,7 +249,7 @@ pub async fn fan_out(
              WHERE tenant_id = $1 AND enabled AND $3 = ANY(event_types)) \
          INSERT INTO webhook_deliveries \
              (id, tenant_id, subscription_id, event_id, message_id, event_type) \
-         SELECT ($4::uuid[])[targets.n], $1, targets.id, $2, ($5::uuid[])[targets.n], $3 \
+         SELECT ($4::uuid[])[targets.n::int4], $1, targets.id, $2, ($5::uuid[])[targets.n::int4], $3 \
          FROM targets WHERE targets.n <= cardinality($4::uuid[]) \
          RETURNING id, subscription_id",
     )

@@ -116,7 +116,7 @@ fn client(
         tls::Verification::None
     };
     let mut builder = reqwest_rustls::Client::builder()
-        .use_preconfigured_tls(tls::client_config(&verification)?)
+        .tls_backend_preconfigured(tls::client_config(&verification)?)
         .redirect(Policy::none())
         .no_proxy()
         .connect_timeout(timeouts.connect)
