@@ -700,9 +700,17 @@ impl Settings {
                 "webhooks.retry_backoff_base_ms must be at least 1 and at most retry_backoff_max_ms",
             );
         }
-        if webhooks.disable_after_failures < 1 || webhooks.disable_after_failing_seconds == 0 {
+        // Bounded, so the windows stay far inside PostgreSQL's interval range.
+        const THIRTY_DAYS: u64 = 30 * 24 * 3600;
+        if webhooks.retry_for_seconds == 0 || webhooks.retry_for_seconds > THIRTY_DAYS {
+            return unsafe_setting("webhooks.retry_for_seconds must be between 1 and 2592000");
+        }
+        if webhooks.disable_after_failures < 1
+            || webhooks.disable_after_failing_seconds == 0
+            || webhooks.disable_after_failing_seconds > THIRTY_DAYS
+        {
             return unsafe_setting(
-                "webhooks.disable_after_failures and disable_after_failing_seconds must be at least 1",
+                "webhooks.disable_after_failures must be at least 1 and disable_after_failing_seconds between 1 and 2592000",
             );
         }
         if let Err(network) = crate::webhook::target::parse_networks(&webhooks.allowed_networks) {

@@ -333,8 +333,9 @@ pub struct DeliveryTarget {
     pub status: String,
     #[diesel(sql_type = SqlUuid)]
     pub message_id: Uuid,
-    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
-    pub created_at: OffsetDateTime,
+    /// Made longer ago than the retry window (by the database clock).
+    #[diesel(sql_type = Bool)]
+    pub expired: bool,
     #[diesel(sql_type = Text)]
     pub url: String,
     #[diesel(sql_type = Text)]
@@ -350,14 +351,18 @@ pub struct DeliveryTarget {
 }
 
 /// The delivery of the tenant with its subscription and event; `None` when any of
-/// them is gone (the subscription was deleted, the event pruned).
+/// them is gone (the subscription was deleted, the event pruned). `retry_for_seconds`
+/// decides whether it is `expired`.
 pub async fn delivery_target(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     delivery_id: Uuid,
+    retry_for_seconds: i64,
 ) -> Result<Option<DeliveryTarget>, DbError> {
     Ok(diesel::sql_query(
-        "SELECT d.status, d.message_id, d.created_at, s.url, s.secret, s.enabled, \
+        "SELECT d.status, d.message_id, \
+             d.created_at < now() - $3 * interval '1 second' AS expired, \
+             s.url, s.secret, s.enabled, \
              e.event_type, e.payload, e.created_at AS occurred_at \
          FROM webhook_deliveries AS d \
          JOIN webhook_subscriptions AS s ON s.id = d.subscription_id AND s.tenant_id = d.tenant_id \
@@ -366,6 +371,7 @@ pub async fn delivery_target(
     )
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(delivery_id)
+    .bind::<Int8, _>(retry_for_seconds)
     .get_result(conn)
     .await
     .optional()?)

@@ -54,7 +54,8 @@ impl BackgroundJob for DeliverWebhook {
         let settings = &context.settings.webhooks;
         let target = {
             let mut conn = context.connection().await?;
-            webhooks::delivery_target(&mut conn, job.tenant_id, self.delivery_id)
+            let window = i64::try_from(settings.retry_for_seconds).unwrap_or(i64::MAX);
+            webhooks::delivery_target(&mut conn, job.tenant_id, self.delivery_id, window)
                 .await
                 .map_err(JobError::database)?
         };
@@ -73,8 +74,7 @@ impl BackgroundJob for DeliverWebhook {
                 .await?;
             return Err(ended());
         }
-        let age = OffsetDateTime::now_utc() - target.created_at;
-        if age.whole_seconds() > i64::try_from(settings.retry_for_seconds).unwrap_or(i64::MAX) {
+        if target.expired {
             self.end_unsent(context, &fence, job, "the delivery ran out of time to retry")
                 .await?;
             return Err(ended());
