@@ -805,6 +805,31 @@ mod tests {
     }
 
     #[test]
+    fn webhook_settings_are_checked_and_networks_come_from_the_environment() {
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__WEBHOOKS__ALLOWED_NETWORKS", "10.20.0.0/16,fd00::/8")],
+        ))
+        .expect("settings");
+        assert_eq!(
+            settings.webhooks.allowed_networks,
+            vec!["10.20.0.0/16", "fd00::/8"]
+        );
+        for (key, value) in [
+            ("QUIRE__WEBHOOKS__ALLOWED_NETWORKS", "not-a-network"),
+            ("QUIRE__WEBHOOKS__REQUEST_TIMEOUT_MS", "60000"),
+            ("QUIRE__WEBHOOKS__CONNECT_TIMEOUT_MS", "0"),
+            ("QUIRE__WEBHOOKS__RETRY_FOR_SECONDS", "0"),
+            ("QUIRE__WEBHOOKS__DISABLE_AFTER_FAILURES", "0"),
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key} = {value} was accepted"
+            );
+        }
+    }
+
+    #[test]
     fn scheduling_settings_are_checked() {
         let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
         assert_eq!(defaults.scheduling.max_running_per_tenant, 64);
