@@ -51,7 +51,14 @@ pub async fn document_ready(
         "job_id": job_id,
         "status": "READY",
     });
-    announce(conn, tenant_id, TenantEventType::DocumentReady, document_id, payload).await
+    announce(
+        conn,
+        tenant_id,
+        TenantEventType::DocumentReady,
+        document_id,
+        payload,
+    )
+    .await
 }
 
 /// The document's processing failed for good: it is `FAILED` with `error_code`.
@@ -68,7 +75,14 @@ pub async fn document_failed(
         "status": "FAILED",
         "error_code": error_code,
     });
-    announce(conn, tenant_id, TenantEventType::DocumentFailed, document_id, payload).await
+    announce(
+        conn,
+        tenant_id,
+        TenantEventType::DocumentFailed,
+        document_id,
+        payload,
+    )
+    .await
 }
 
 /// The document went to the trash.
@@ -82,7 +96,14 @@ pub async fn document_trashed(
         "document_id": document_id,
         "trashed_at": trashed_at.and_then(|at| at.format(&Rfc3339).ok()),
     });
-    announce(conn, tenant_id, TenantEventType::DocumentTrashed, document_id, payload).await
+    announce(
+        conn,
+        tenant_id,
+        TenantEventType::DocumentTrashed,
+        document_id,
+        payload,
+    )
+    .await
 }
 
 /// The document was purged for good (every version and asset removed).
@@ -93,7 +114,14 @@ pub async fn document_purged(
     job_id: Uuid,
 ) -> Result<i64, DbError> {
     let payload = json!({ "document_id": document_id, "job_id": job_id });
-    announce(conn, tenant_id, TenantEventType::DocumentPurged, document_id, payload).await
+    announce(
+        conn,
+        tenant_id,
+        TenantEventType::DocumentPurged,
+        document_id,
+        payload,
+    )
+    .await
 }
 
 /// A job ended `FAILED` for good. Not announced for a `deliver-webhook` job: its failure

@@ -199,9 +199,9 @@ async fn process(
     // Stopped before the write-back: a beat after it would find the job moved on.
     drop(beating);
     // A retry waits as the type's retry class says (webhook deliveries have their own).
-    let backoff = handler
-        .as_ref()
-        .map_or(context.retry_backoff, |handler| context.backoff_for(handler.retry));
+    let backoff = handler.as_ref().map_or(context.retry_backoff, |handler| {
+        context.backoff_for(handler.retry)
+    });
     let handler = handler.as_ref().map(|handler| handler.prepared.as_ref());
     metrics::histogram!(quire_shared::metrics::JOB_RUN_SECONDS, "type" => job_type)
         .record(started.elapsed().as_secs_f64());
@@ -435,7 +435,15 @@ async fn announce_failure(
     code: &str,
     failed_document: Option<uuid::Uuid>,
 ) -> Result<(), DbError> {
-    events::job_failed(conn, job.tenant_id, job.id, &job.job_type, job.document_id, code).await?;
+    events::job_failed(
+        conn,
+        job.tenant_id,
+        job.id,
+        &job.job_type,
+        job.document_id,
+        code,
+    )
+    .await?;
     if let Some(document_id) = failed_document {
         events::document_failed(conn, job.tenant_id, document_id, job.id, code).await?;
     }

@@ -130,10 +130,14 @@ impl Receiver {
 
     /// Waits until at least `count` requests arrived; returns them all.
     pub async fn wait_for(&self, count: usize) -> Vec<Received> {
-        eventually(DEADLINE, &format!("the receiver got {count} requests"), || async move {
-            let received = self.received();
-            (received.len() >= count).then_some(received)
-        })
+        eventually(
+            DEADLINE,
+            &format!("the receiver got {count} requests"),
+            || async move {
+                let received = self.received();
+                (received.len() >= count).then_some(received)
+            },
+        )
         .await
     }
 }

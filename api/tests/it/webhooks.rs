@@ -17,7 +17,9 @@ use crate::helpers::{TestApp, uuid_at};
 use crate::webhook_receiver::{Answer, Receiver};
 
 /// An app whose webhooks may reach the test's receiver on 127.0.0.1 (only there).
-async fn app_allowing_loopback(change: impl FnOnce(&mut quire_shared::config::Settings)) -> TestApp {
+async fn app_allowing_loopback(
+    change: impl FnOnce(&mut quire_shared::config::Settings),
+) -> TestApp {
     let mut context = TestContext::new().await;
     context.settings.webhooks.allowed_networks = vec!["127.0.0.1/32".to_owned()];
     change(&mut context.settings);
@@ -123,10 +125,18 @@ async fn a_ready_document_is_delivered_signed_and_the_secret_is_shown_once() {
     let (webhook_id, secret) = subscribe(&app, &receiver.url(), &["document.ready"]).await;
     assert!(secret.starts_with("whsec_"), "{secret}");
     let (status, view) = app
-        .json_as(Method::GET, &app.token, &format!("/api/webhooks/{webhook_id}"), None)
+        .json_as(
+            Method::GET,
+            &app.token,
+            &format!("/api/webhooks/{webhook_id}"),
+            None,
+        )
         .await;
     assert_eq!(status, 200);
-    assert!(view.get("secret").is_none(), "the secret is never shown again: {view}");
+    assert!(
+        view.get("secret").is_none(),
+        "the secret is never shown again: {view}"
+    );
     assert_eq!(view["enabled"], true);
 
     let (document_id, job_id) = app.upload(b"a letter that becomes ready").await;
@@ -134,7 +144,10 @@ async fn a_ready_document_is_delivered_signed_and_the_secret_is_shown_once() {
 
     let received = receiver.wait_for(1).await;
     let first = &received[0];
-    assert!(verified(first, &secret), "the Standard Webhooks signature verifies");
+    assert!(
+        verified(first, &secret),
+        "the Standard Webhooks signature verifies"
+    );
     assert!(first.webhook_id.starts_with("msg_"), "{}", first.webhook_id);
     assert_eq!(first.content_type, "application/json");
     let body: Value = serde_json::from_slice(&first.body).expect("json body");
@@ -169,15 +182,27 @@ async fn a_receiver_that_fails_gets_retries_with_the_same_message_until_it_accep
     assert_eq!(delivery["attempts"], 3);
     let received = receiver.received();
     assert_eq!(received.len(), 3);
-    assert!(received.iter().all(|r| r.webhook_id == received[0].webhook_id));
+    assert!(
+        received
+            .iter()
+            .all(|r| r.webhook_id == received[0].webhook_id)
+    );
     assert!(received.iter().all(|r| verified(r, &secret)));
     let body: Value = serde_json::from_slice(&received[2].body).expect("json");
     assert_eq!(body["type"], "document.trashed");
     assert_eq!(body["data"]["document_id"], document_id.to_string());
     let (_, view) = app
-        .json_as(Method::GET, &app.token, &format!("/api/webhooks/{webhook_id}"), None)
+        .json_as(
+            Method::GET,
+            &app.token,
+            &format!("/api/webhooks/{webhook_id}"),
+            None,
+        )
         .await;
-    assert_eq!(view["consecutive_failures"], 0, "a success clears the count");
+    assert_eq!(
+        view["consecutive_failures"], 0,
+        "a success clears the count"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,7 +221,10 @@ async fn a_hanging_receiver_hits_the_timeout_and_the_retry_is_delivered() {
     })
     .await;
     assert_eq!(timed_out["status"], "pending");
-    assert_eq!(timed_out["last_error"], "the receiver did not answer in time");
+    assert_eq!(
+        timed_out["last_error"],
+        "the receiver did not answer in time"
+    );
     assert!(timed_out["response_status"].is_null());
     let delivered = wait_for_delivery(&app, webhook_id, "the retry is delivered", |d| {
         d["status"] == "delivered"
@@ -243,7 +271,12 @@ async fn a_change_that_rolls_back_sends_nothing() {
         .await;
     assert!(outcome.is_err());
     assert_eq!(
-        count_rows(&app, "SELECT count(*) AS count FROM webhook_deliveries WHERE tenant_id = $1", tenant_id).await,
+        count_rows(
+            &app,
+            "SELECT count(*) AS count FROM webhook_deliveries WHERE tenant_id = $1",
+            tenant_id
+        )
+        .await,
         0,
         "the rolled-back change left no delivery"
     );
@@ -276,15 +309,30 @@ async fn private_targets_are_refused_at_creation_and_at_delivery() {
     for (url, code) in [
         (receiver.url(), "webhook_target_refused"),
         (format!("http://[::1]:{port}/"), "webhook_target_refused"),
-        (format!("http://[::ffff:127.0.0.1]:{port}/"), "webhook_target_refused"),
-        (format!("http://2130706433:{port}/"), "webhook_target_refused"),
-        ("http://169.254.169.254/latest/meta-data/".to_owned(), "webhook_target_refused"),
+        (
+            format!("http://[::ffff:127.0.0.1]:{port}/"),
+            "webhook_target_refused",
+        ),
+        (
+            format!("http://2130706433:{port}/"),
+            "webhook_target_refused",
+        ),
+        (
+            "http://169.254.169.254/latest/meta-data/".to_owned(),
+            "webhook_target_refused",
+        ),
         ("http://10.0.0.1/hook".to_owned(), "webhook_target_refused"),
         ("http://[fe80::1]/hook".to_owned(), "webhook_target_refused"),
         ("ftp://example.com/hook".to_owned(), "invalid_webhook_url"),
-        ("https://user:secret@example.com/hook".to_owned(), "invalid_webhook_url"),
+        (
+            "https://user:secret@example.com/hook".to_owned(),
+            "invalid_webhook_url",
+        ),
         ("/relative/hook".to_owned(), "invalid_webhook_url"),
-        (format!("https://example.com/{}", "a".repeat(2100)), "invalid_webhook_url"),
+        (
+            format!("https://example.com/{}", "a".repeat(2100)),
+            "invalid_webhook_url",
+        ),
     ] {
         let (status, body) = app
             .json_as(
@@ -294,7 +342,11 @@ async fn private_targets_are_refused_at_creation_and_at_delivery() {
                 Some(json!({ "url": url, "event_types": ["document.trashed"] })),
             )
             .await;
-        assert_eq!((status, body["code"].as_str()), (422, Some(code)), "{url}: {body}");
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (422, Some(code)),
+            "{url}: {body}"
+        );
     }
     let (status, body) = app
         .json_as(
@@ -304,9 +356,17 @@ async fn private_targets_are_refused_at_creation_and_at_delivery() {
             Some(json!({ "url": "https://example.com/hook", "event_types": ["document.eaten"] })),
         )
         .await;
-    assert_eq!((status, body["code"].as_str()), (422, Some("invalid_event_types")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("invalid_event_types"))
+    );
     let (status, _) = app
-        .json_as(Method::POST, &app.token, "/api/webhooks", Some(json!({ "url": 42 })))
+        .json_as(
+            Method::POST,
+            &app.token,
+            "/api/webhooks",
+            Some(json!({ "url": 42 })),
+        )
         .await;
     assert_eq!(status, 400);
 
@@ -349,12 +409,17 @@ async fn a_subscription_that_keeps_failing_is_disabled_with_a_reason() {
     let shared = &app;
     let view = eventually(DEADLINE, "the subscription is disabled", || async move {
         let path = format!("/api/webhooks/{webhook_id}");
-        let (_, view) = shared.json_as(Method::GET, &shared.token, &path, None).await;
+        let (_, view) = shared
+            .json_as(Method::GET, &shared.token, &path, None)
+            .await;
         (view["enabled"] == false).then_some(view)
     })
     .await;
     let reason = view["disabled_reason"].as_str().expect("a reason");
-    assert!(reason.contains("3 failed delivery attempts in a row"), "{reason}");
+    assert!(
+        reason.contains("3 failed delivery attempts in a row"),
+        "{reason}"
+    );
     assert!(view["disabled_at"].is_string());
     let failed = wait_for_delivery(&app, webhook_id, "the delivery failed", |d| {
         d["status"] == "failed"
@@ -379,7 +444,10 @@ async fn a_subscription_that_keeps_failing_is_disabled_with_a_reason() {
             None,
         )
         .await;
-    assert_eq!((status, body["code"].as_str()), (409, Some("webhook_disabled")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("webhook_disabled"))
+    );
 
     // Turned on again by its tenant: the reason and count are cleared.
     let (status, view) = app
@@ -410,13 +478,18 @@ async fn a_redelivery_sends_the_same_message_again_and_other_tenants_see_nothing
     let first_id = first["id"].as_str().expect("id").to_owned();
 
     let redeliver = format!("/api/webhooks/{webhook_id}/deliveries/{first_id}/redeliver");
-    let (status, again) = app.json_as(Method::POST, &app.token, &redeliver, None).await;
+    let (status, again) = app
+        .json_as(Method::POST, &app.token, &redeliver, None)
+        .await;
     assert_eq!(status, 202, "{again}");
     assert_ne!(again["id"], first["id"]);
     assert_eq!(again["message_id"], first["message_id"]);
 
     let received = receiver.wait_for(2).await;
-    assert_eq!(received[0].webhook_id, received[1].webhook_id, "the same message");
+    assert_eq!(
+        received[0].webhook_id, received[1].webhook_id,
+        "the same message"
+    );
     assert_eq!(received[0].body, received[1].body);
     assert!(received.iter().all(|r| verified(r, &secret)));
     wait_for_delivery(&app, webhook_id, "the redelivery is delivered", |d| {
@@ -429,23 +502,38 @@ async fn a_redelivery_sends_the_same_message_again_and_other_tenants_see_nothing
     let (_, other) = app.add_tenant("tenant-b").await;
     for (method, path) in [
         (Method::GET, format!("/api/webhooks/{webhook_id}")),
-        (Method::GET, format!("/api/webhooks/{webhook_id}/deliveries")),
+        (
+            Method::GET,
+            format!("/api/webhooks/{webhook_id}/deliveries"),
+        ),
         (Method::POST, redeliver.clone()),
         (Method::DELETE, format!("/api/webhooks/{webhook_id}")),
     ] {
         let (status, _) = app.json_as(method.clone(), &other, &path, None).await;
         assert_eq!(status, 404, "{method} {path}");
     }
-    let (_, list) = app.json_as(Method::GET, &other, "/api/webhooks", None).await;
+    let (_, list) = app
+        .json_as(Method::GET, &other, "/api/webhooks", None)
+        .await;
     assert_eq!(list["webhooks"], json!([]));
 
     // Deleted: gone with its history.
     let (status, _) = app
-        .json_as(Method::DELETE, &app.token, &format!("/api/webhooks/{webhook_id}"), None)
+        .json_as(
+            Method::DELETE,
+            &app.token,
+            &format!("/api/webhooks/{webhook_id}"),
+            None,
+        )
         .await;
     assert_eq!(status, 204);
     let (status, _) = app
-        .json_as(Method::GET, &app.token, &format!("/api/webhooks/{webhook_id}/deliveries"), None)
+        .json_as(
+            Method::GET,
+            &app.token,
+            &format!("/api/webhooks/{webhook_id}/deliveries"),
+            None,
+        )
         .await;
     assert_eq!(status, 404);
 }
@@ -454,7 +542,12 @@ async fn a_redelivery_sends_the_same_message_again_and_other_tenants_see_nothing
 async fn a_tenant_has_at_most_twenty_subscriptions() {
     let app = TestApp::spawn().await;
     for n in 0..quire_shared::actions::webhooks::MAX_SUBSCRIPTIONS {
-        subscribe(&app, &format!("https://hooks.example.com/{n}"), &["job.failed"]).await;
+        subscribe(
+            &app,
+            &format!("https://hooks.example.com/{n}"),
+            &["job.failed"],
+        )
+        .await;
     }
     let (status, body) = app
         .json_as(
@@ -464,8 +557,13 @@ async fn a_tenant_has_at_most_twenty_subscriptions() {
             Some(json!({ "url": "https://hooks.example.com/one-more", "event_types": ["job.failed"] })),
         )
         .await;
-    assert_eq!((status, body["code"].as_str()), (409, Some("webhook_limit")));
-    let (_, list) = app.json_as(Method::GET, &app.token, "/api/webhooks", None).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("webhook_limit"))
+    );
+    let (_, list) = app
+        .json_as(Method::GET, &app.token, "/api/webhooks", None)
+        .await;
     assert_eq!(
         list["webhooks"].as_array().map(Vec::len),
         Some(quire_shared::actions::webhooks::MAX_SUBSCRIPTIONS)
@@ -508,8 +606,14 @@ async fn every_state_change_is_announced_once_to_a_subscriber_of_every_type() {
         .map(|request| {
             assert!(verified(request, &secret));
             let body: Value = serde_json::from_slice(&request.body).expect("json");
-            let subject = body["data"]["document_id"].as_str().unwrap_or_default().to_owned();
-            (body["type"].as_str().unwrap_or_default().to_owned(), subject)
+            let subject = body["data"]["document_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            (
+                body["type"].as_str().unwrap_or_default().to_owned(),
+                subject,
+            )
         })
         .collect();
     seen.sort();
@@ -532,13 +636,22 @@ async fn every_state_change_is_announced_once_to_a_subscriber_of_every_type() {
     assert_eq!(failed_job["data"]["job_type"], "analyze-document");
     assert_eq!(failed_job["data"]["error_code"], "source_missing");
     let shared = &app;
-    eventually(DEADLINE, "every delivery is recorded delivered", || async move {
-        let all = deliveries(shared, webhook_id).await;
-        (all.len() == 5 && all.iter().all(|d| d["status"] == "delivered")).then_some(())
-    })
+    eventually(
+        DEADLINE,
+        "every delivery is recorded delivered",
+        || async move {
+            let all = deliveries(shared, webhook_id).await;
+            (all.len() == 5 && all.iter().all(|d| d["status"] == "delivered")).then_some(())
+        },
+    )
     .await;
     assert_eq!(
-        count_rows(&app, "SELECT count(*) AS count FROM tenant_events WHERE tenant_id = $1", app.tenant_id).await,
+        count_rows(
+            &app,
+            "SELECT count(*) AS count FROM tenant_events WHERE tenant_id = $1",
+            app.tenant_id
+        )
+        .await,
         5,
         "one event per change"
     );

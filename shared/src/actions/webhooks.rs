@@ -9,9 +9,7 @@ use uuid::Uuid;
 use super::{ActionError, hold_tenant};
 use crate::db::tenant_events::TenantEventType;
 use crate::db::tenants::{TenantLock, TenantWrite};
-use crate::db::webhooks::{
-    self, Delivery, NewSubscription, Subscription, SubscriptionChange,
-};
+use crate::db::webhooks::{self, Delivery, NewSubscription, Subscription, SubscriptionChange};
 use crate::states::TenantStatus;
 use crate::webhook::signature;
 use crate::webhook::target::TargetPolicy;
@@ -33,7 +31,10 @@ pub struct NewWebhook {
 /// The checked event types: known, at least one, each once, in the catalogue's order.
 fn checked_event_types(names: &[String]) -> Result<Vec<String>, ActionError> {
     if names.is_empty() {
-        return Err(invalid("invalid_event_types", "name at least one event type"));
+        return Err(invalid(
+            "invalid_event_types",
+            "name at least one event type",
+        ));
     }
     for name in names {
         if TenantEventType::parse(name).is_none() {

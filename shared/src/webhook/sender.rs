@@ -72,7 +72,10 @@ pub async fn send(
     let client = match client(&url, &addresses, timeouts) {
         Ok(client) => client,
         Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "building the webhook client failed");
+            tracing::error!(
+                error = format!("{error:#}"),
+                "building the webhook client failed"
+            );
             return Attempt::NoAnswer("the delivery could not be prepared");
         }
     };
@@ -94,8 +97,12 @@ pub async fn send(
     // reqwest's own timeout covers the request; this one also covers the body prefix.
     match tokio::time::timeout(timeouts.total, attempt).await {
         Ok(Ok((status, body))) => Attempt::Answered { status, body },
-        Ok(Err(error)) if error.is_timeout() => Attempt::NoAnswer("the receiver did not answer in time"),
-        Ok(Err(error)) if error.is_connect() => Attempt::NoAnswer("the receiver refused the connection or could not be reached"),
+        Ok(Err(error)) if error.is_timeout() => {
+            Attempt::NoAnswer("the receiver did not answer in time")
+        }
+        Ok(Err(error)) if error.is_connect() => {
+            Attempt::NoAnswer("the receiver refused the connection or could not be reached")
+        }
         Ok(Err(_)) => Attempt::NoAnswer("the exchange with the receiver failed"),
         Err(_) => Attempt::NoAnswer("the receiver did not answer in time"),
     }

@@ -83,9 +83,21 @@ mod tests {
         let secret = generate_secret();
         assert!(secret.starts_with(SECRET_PREFIX));
         let header = sign(&secret, "m1", 1700000000, b"{}");
-        assert!(verify(&secret, "m1", 1700000000, b"{}", &format!("v1,xx {header}")));
+        assert!(verify(
+            &secret,
+            "m1",
+            1700000000,
+            b"{}",
+            &format!("v1,xx {header}")
+        ));
         assert!(!verify(&secret, "m1", 1700000000, b"{ }", &header));
         assert!(!verify(&secret, "m1", 1700000001, b"{}", &header));
-        assert!(!verify(&generate_secret(), "m1", 1700000000, b"{}", &header));
+        assert!(!verify(
+            &generate_secret(),
+            "m1",
+            1700000000,
+            b"{}",
+            &header
+        ));
     }
 }

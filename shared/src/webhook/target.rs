@@ -142,7 +142,7 @@ impl TargetPolicy {
         }
         match url.host() {
             None => Err(TargetError::NoHost),
-            Some(url::Host::Domain(domain)) if domain.is_empty() => Err(TargetError::NoHost),
+            Some(url::Host::Domain("")) => Err(TargetError::NoHost),
             Some(url::Host::Ipv4(v4)) if !self.permits(IpAddr::V4(v4)) => {
                 Err(TargetError::PrivateAddress)
             }
@@ -214,7 +214,11 @@ mod tests {
             let ip: IpAddr = refused.parse().expect("address");
             assert!(!policy.permits(ip), "{refused} must be refused");
         }
-        for public in ["93.184.216.34", "2606:2800:220:1::1", "::ffff:93.184.216.34"] {
+        for public in [
+            "93.184.216.34",
+            "2606:2800:220:1::1",
+            "::ffff:93.184.216.34",
+        ] {
             let ip: IpAddr = public.parse().expect("address");
             assert!(policy.permits(ip), "{public} is public");
         }
@@ -243,7 +247,10 @@ mod tests {
             ("http://127.0.0.1/", TargetError::PrivateAddress),
             ("http://[::1]:8080/", TargetError::PrivateAddress),
             ("http://[::ffff:7f00:1]/", TargetError::PrivateAddress),
-            ("http://169.254.169.254/latest/meta-data", TargetError::PrivateAddress),
+            (
+                "http://169.254.169.254/latest/meta-data",
+                TargetError::PrivateAddress,
+            ),
             ("http://2130706433/", TargetError::PrivateAddress),
             ("http://0x7f.1/", TargetError::PrivateAddress),
         ];
