@@ -71,6 +71,40 @@ pub struct Settings {
     pub search: SearchSettings,
     pub analysis: AnalysisSettings,
     pub enqueue_limit: EnqueueLimitSettings,
+    pub webhooks: WebhookSettings,
+}
+
+/// Webhook deliveries (the `deliver-webhook` job): timeouts, retries, when a failing
+/// subscription is disabled, and which private networks a receiver may be in.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Longest wait for the TCP (and TLS) connection to a receiver.
+    pub connect_timeout_ms: u64,
+    /// Longest whole attempt: connect, send, the answer's head and its body prefix.
+    pub request_timeout_ms: u64,
+    /// Backoff between the attempts of one delivery (full jitter, doubling to the max).
+    pub retry_backoff_base_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    /// A delivery is retried for at most this long after its event, then fails.
+    pub retry_for_seconds: u64,
+    /// A subscription is disabled after this many failed attempts in a row…
+    pub disable_after_failures: i32,
+    /// …or once it has failed without a success for this long.
+    pub disable_after_failing_seconds: u64,
+    /// Networks (CIDR, e.g. `10.20.0.0/16`) a receiver may be in although they are
+    /// private, loopback or link-local; every other such address is refused.
+    pub allowed_networks: Vec<String>,
+}
+
+impl WebhookSettings {
+    /// The backoff between attempts of one delivery.
+    pub fn retry_backoff(&self) -> crate::retry::Backoff {
+        crate::retry::Backoff::new(
+            Duration::from_millis(self.retry_backoff_base_ms),
+            Duration::from_millis(self.retry_backoff_max_ms),
+        )
+    }
 }
 
 /// The API's enqueue rate limit per tenant (uploads, bulk re-analyze and verify, retry):
@@ -515,6 +549,7 @@ impl Settings {
                     .list_separator(",")
                     .with_list_parse_key("worker.queues")
                     .with_list_parse_key("redis.cluster_urls")
+                    .with_list_parse_key("webhooks.allowed_networks")
                     .try_parsing(true)
                     .source(Some(source.env.clone())),
             );
@@ -578,6 +613,7 @@ impl Settings {
         if !(1..=100).contains(&self.scheduling.bulk_share_percent) {
             return unsafe_setting("scheduling.bulk_share_percent must be between 1 and 100");
         }
+        self.validate_webhooks()?;
         if self.ops.session_seconds == 0 {
             return unsafe_setting("ops.session_seconds must be at least 1");
         }
@@ -642,6 +678,51 @@ impl Settings {
         }
         if self.storage.backend == StorageBackend::S3 {
             self.storage.s3.validate()?;
+        }
+        Ok(())
+    }
+}
+
+impl Settings {
+    /// Refuses webhook settings a delivery cannot work with, by name.
+    fn validate_webhooks(&self) -> Result<(), SettingsError> {
+        let unsafe_setting = |why: &str| Err(SettingsError::Unsafe(why.to_owned()));
+        let webhooks = &self.webhooks;
+        if webhooks.connect_timeout_ms == 0 || webhooks.request_timeout_ms == 0 {
+            return unsafe_setting("webhooks timeouts must be at least 1 ms");
+        }
+        // An attempt must end by its own timeout, never by the job's time limit.
+        let limit = <crate::jobs::DeliverWebhook as crate::jobs::BackgroundJob>::TIME_LIMIT;
+        if Duration::from_millis(webhooks.request_timeout_ms) >= limit {
+            return Err(SettingsError::Unsafe(format!(
+                "webhooks.request_timeout_ms must be below the delivery's time limit ({} s)",
+                limit.as_secs()
+            )));
+        }
+        if webhooks.retry_backoff_base_ms == 0
+            || webhooks.retry_backoff_max_ms < webhooks.retry_backoff_base_ms
+        {
+            return unsafe_setting(
+                "webhooks.retry_backoff_base_ms must be at least 1 and at most retry_backoff_max_ms",
+            );
+        }
+        // Bounded, so the windows stay far inside PostgreSQL's interval range.
+        const THIRTY_DAYS: u64 = 30 * 24 * 3600;
+        if webhooks.retry_for_seconds == 0 || webhooks.retry_for_seconds > THIRTY_DAYS {
+            return unsafe_setting("webhooks.retry_for_seconds must be between 1 and 2592000");
+        }
+        if webhooks.disable_after_failures < 1
+            || webhooks.disable_after_failing_seconds == 0
+            || webhooks.disable_after_failing_seconds > THIRTY_DAYS
+        {
+            return unsafe_setting(
+                "webhooks.disable_after_failures must be at least 1 and disable_after_failing_seconds between 1 and 2592000",
+            );
+        }
+        if let Err(network) = crate::webhook::target::parse_networks(&webhooks.allowed_networks) {
+            return Err(SettingsError::Unsafe(format!(
+                "webhooks.allowed_networks: {network:?} is not a network such as 10.0.0.0/8"
+            )));
         }
         Ok(())
     }
@@ -727,6 +808,31 @@ mod tests {
             vec!["analyze-document", "verify-document"]
         );
         assert_eq!(settings.database.url.expose(), "postgres://x@db/quire");
+    }
+
+    #[test]
+    fn webhook_settings_are_checked_and_networks_come_from_the_environment() {
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__WEBHOOKS__ALLOWED_NETWORKS", "10.20.0.0/16,fd00::/8")],
+        ))
+        .expect("settings");
+        assert_eq!(
+            settings.webhooks.allowed_networks,
+            vec!["10.20.0.0/16", "fd00::/8"]
+        );
+        for (key, value) in [
+            ("QUIRE__WEBHOOKS__ALLOWED_NETWORKS", "not-a-network"),
+            ("QUIRE__WEBHOOKS__REQUEST_TIMEOUT_MS", "60000"),
+            ("QUIRE__WEBHOOKS__CONNECT_TIMEOUT_MS", "0"),
+            ("QUIRE__WEBHOOKS__RETRY_FOR_SECONDS", "0"),
+            ("QUIRE__WEBHOOKS__DISABLE_AFTER_FAILURES", "0"),
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key} = {value} was accepted"
+            );
+        }
     }
 
     #[test]

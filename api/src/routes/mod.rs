@@ -15,6 +15,7 @@ mod openapi;
 mod operator_queues;
 mod operator_tenants;
 mod trash;
+mod webhooks;
 
 use actix_web::{HttpResponse, Resource, web};
 
@@ -120,6 +121,10 @@ route_table! {
         "/jobs/catalogue" { get => catalogue::catalogue }
         "/members" { get => members::list, post => members::add }
         "/members/{user_id}" { patch => members::change, delete => members::remove }
+        "/webhooks" { get => webhooks::list, post => webhooks::create }
+        "/webhooks/{webhook_id}" { get => webhooks::get, patch => webhooks::patch, delete => webhooks::delete }
+        "/webhooks/{webhook_id}/deliveries" { get => webhooks::deliveries }
+        "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver" { post => webhooks::redeliver }
     }
 }
 

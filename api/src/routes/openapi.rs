@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants, trash,
+    operator_tenants, trash, webhooks,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
@@ -40,6 +40,13 @@ use crate::views::{
         members::add,
         members::change,
         members::remove,
+        webhooks::list,
+        webhooks::create,
+        webhooks::get,
+        webhooks::patch,
+        webhooks::delete,
+        webhooks::deliveries,
+        webhooks::redeliver,
         operator_tenants::create,
         operator_tenants::list,
         operator_tenants::get,
@@ -73,7 +80,12 @@ use crate::views::{
         TenantJobView,
         operator_tenants::NewTenant,
         operator_tenants::LimitsPatch,
-        operator_queues::QueueView
+        operator_queues::QueueView,
+        webhooks::NewWebhookBody,
+        webhooks::WebhookPatchBody,
+        webhooks::WebhookView,
+        webhooks::CreatedWebhookView,
+        webhooks::DeliveryView
     )),
     modifiers(&BearerToken),
     security(("bearer" = []))

@@ -41,4 +41,6 @@ mod tenant_isolation;
 mod tls;
 mod trash;
 mod upload_flow;
+mod webhook_receiver;
+mod webhooks;
 mod wipe_races;

@@ -103,6 +103,8 @@ pub async fn delete(
             hold(conn, &caller.tenant_write()).await?;
             if let Some(document) = documents::trash_document(conn, tenant_id, document_id).await? {
                 let cancelled = jobs::cancel_document_jobs(conn, tenant_id, document_id).await?;
+                crate::events::document_trashed(conn, tenant_id, document_id, document.trashed_at)
+                    .await?;
                 return Ok(Deleted::Trashed(document, cancelled));
             }
             documents::find_document_including_trashed(conn, tenant_id, document_id)

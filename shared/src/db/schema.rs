@@ -261,11 +261,48 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_subscriptions (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        url -> Text,
+        secret -> Text,
+        event_types -> Array<Text>,
+        enabled -> Bool,
+        disabled_reason -> Nullable<Text>,
+        disabled_at -> Nullable<Timestamptz>,
+        consecutive_failures -> Int4,
+        failing_since -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    webhook_deliveries (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        subscription_id -> Uuid,
+        event_id -> Int8,
+        message_id -> Uuid,
+        event_type -> Text,
+        status -> Text,
+        attempts -> Int4,
+        last_attempt_at -> Nullable<Timestamptz>,
+        response_status -> Nullable<Int4>,
+        response_body -> Nullable<Text>,
+        last_error -> Nullable<Text>,
+        delivered_at -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
 diesel::joinable!(document_versions -> documents (document_id));
 diesel::joinable!(outbox_events -> processing_jobs (job_id));
+diesel::joinable!(webhook_deliveries -> webhook_subscriptions (subscription_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     tenants,
@@ -288,4 +325,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     storage_gc_cursor,
     schedules,
     tenant_events,
+    webhook_subscriptions,
+    webhook_deliveries,
 );

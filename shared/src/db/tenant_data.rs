@@ -45,7 +45,8 @@ pub async fn delete_documents(
     .await
 }
 
-/// Members and capability sets.
+/// Members, capability sets and webhook subscriptions (with their deliveries): whoever
+/// the tenant let in, and wherever it had its events sent.
 pub async fn delete_membership(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -56,6 +57,8 @@ pub async fn delete_membership(
         &[
             "DELETE FROM tenant_members WHERE tenant_id = $1",
             "DELETE FROM capability_sets WHERE tenant_id = $1",
+            "DELETE FROM webhook_deliveries WHERE tenant_id = $1",
+            "DELETE FROM webhook_subscriptions WHERE tenant_id = $1",
         ],
     )
     .await

@@ -324,13 +324,25 @@ impl BackgroundJob for AnalyzeDocument {
         conn: &mut AsyncPgConnection,
         job: &Job,
     ) -> Result<(), DbError> {
-        analysis::mark_ready(
+        let ready = analysis::mark_ready(
             conn,
             job.tenant_id,
             self.document_id,
             self.document_version_id,
         )
         .await?;
+        // Announced only when this success made the document ready (a newer version or
+        // a trash in between leaves it as it is, and says nothing).
+        if ready {
+            crate::events::document_ready(
+                conn,
+                job.tenant_id,
+                self.document_id,
+                self.document_version_id,
+                job.id,
+            )
+            .await?;
+        }
         Ok(())
     }
 }
