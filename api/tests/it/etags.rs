@@ -42,12 +42,22 @@ async fn send(
         .get("etag")
         .map(|value| value.to_str().expect("ascii").to_owned());
     let text = response.text().await.expect("body");
-    (status, etag, serde_json::from_str(&text).unwrap_or(Value::Null))
+    (
+        status,
+        etag,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
 }
 
 async fn document_etag(app: &TestApp, document_id: Uuid) -> String {
-    let (status, etag, body) =
-        send(app, Method::GET, &format!("/api/documents/{document_id}"), &[], None).await;
+    let (status, etag, body) = send(
+        app,
+        Method::GET,
+        &format!("/api/documents/{document_id}"),
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     etag.expect("the document view has an ETag")
 }
@@ -65,21 +75,40 @@ async fn a_document_answers_304_while_its_etag_holds_and_every_change_gives_a_ne
     let path = format!("/api/documents/{document_id}");
     let uploaded = document_etag(&app, document_id).await;
 
-    let (status, etag, body) =
-        send(&app, Method::GET, &path, &[("If-None-Match", uploaded.as_str())], None).await;
+    let (status, etag, body) = send(
+        &app,
+        Method::GET,
+        &path,
+        &[("If-None-Match", uploaded.as_str())],
+        None,
+    )
+    .await;
     assert_eq!(status, 304);
     assert_eq!(etag.as_deref(), Some(uploaded.as_str()));
     assert_eq!(body, Value::Null, "a 304 has no body");
     let weak = format!("W/{uploaded}");
-    let (status, _, _) = send(&app, Method::GET, &path, &[("If-None-Match", weak.as_str())], None).await;
+    let (status, _, _) = send(
+        &app,
+        Method::GET,
+        &path,
+        &[("If-None-Match", weak.as_str())],
+        None,
+    )
+    .await;
     assert_eq!(status, 304, "If-None-Match compares weakly");
 
     // The worker's PENDING → PROCESSING → READY changes the view: a new ETag.
     app.start_dispatcher();
     let _worker = app.start_worker();
     app.wait_for_job(job_id, JobStatus::Succeeded).await;
-    let (status, ready, body) =
-        send(&app, Method::GET, &path, &[("If-None-Match", uploaded.as_str())], None).await;
+    let (status, ready, body) = send(
+        &app,
+        Method::GET,
+        &path,
+        &[("If-None-Match", uploaded.as_str())],
+        None,
+    )
+    .await;
     assert_eq!(status, 200);
     assert_eq!(body["status"], "READY");
     let ready = ready.expect("etag");
@@ -98,8 +127,14 @@ async fn a_document_answers_304_while_its_etag_holds_and_every_change_gives_a_ne
     let edited = edited.expect("the edit answers an ETag");
     assert_ne!(edited, ready);
     assert_eq!(document_etag(&app, document_id).await, edited);
-    let (status, tagged, _) =
-        send(&app, Method::PATCH, &path, &[], Some(json!({ "tags": ["x"] }))).await;
+    let (status, tagged, _) = send(
+        &app,
+        Method::PATCH,
+        &path,
+        &[],
+        Some(json!({ "tags": ["x"] })),
+    )
+    .await;
     assert_eq!(status, 200);
     let tagged = tagged.expect("etag");
     assert_ne!(tagged, edited);
@@ -124,8 +159,14 @@ async fn a_job_answers_304_while_its_view_is_unchanged() {
     let (status, queued, body) = send(&app, Method::GET, &path, &[], None).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("QUEUED")));
     let queued = queued.expect("the job view has an ETag");
-    let (status, etag, body) =
-        send(&app, Method::GET, &path, &[("If-None-Match", queued.as_str())], None).await;
+    let (status, etag, body) = send(
+        &app,
+        Method::GET,
+        &path,
+        &[("If-None-Match", queued.as_str())],
+        None,
+    )
+    .await;
     assert_eq!(status, 304);
     assert_eq!(etag.as_deref(), Some(queued.as_str()));
     assert_eq!(body, Value::Null);
@@ -133,8 +174,14 @@ async fn a_job_answers_304_while_its_view_is_unchanged() {
     app.start_dispatcher();
     let _worker = app.start_worker();
     app.wait_for_job(job_id, JobStatus::Succeeded).await;
-    let (status, done, body) =
-        send(&app, Method::GET, &path, &[("If-None-Match", queued.as_str())], None).await;
+    let (status, done, body) = send(
+        &app,
+        Method::GET,
+        &path,
+        &[("If-None-Match", queued.as_str())],
+        None,
+    )
+    .await;
     assert_eq!((status, body["status"].as_str()), (200, Some("SUCCEEDED")));
     assert_ne!(done.expect("etag"), queued);
 }
@@ -152,7 +199,14 @@ async fn of_concurrent_edits_from_one_version_exactly_one_applies() {
             let path = format!("/api/documents/{document_id}");
             let body = json!({ "title": format!("Writer {writer}") });
             barrier.wait().await;
-            let answer = send(&app, Method::PATCH, &path, &[("If-Match", etag.as_str())], Some(body)).await;
+            let answer = send(
+                &app,
+                Method::PATCH,
+                &path,
+                &[("If-Match", etag.as_str())],
+                Some(body),
+            )
+            .await;
             (writer, answer)
         }));
     }
@@ -191,7 +245,14 @@ async fn of_concurrent_trashes_from_one_version_one_trashes_and_none_purges() {
         tasks.push(tokio::spawn(async move {
             let path = format!("/api/documents/{document_id}");
             barrier.wait().await;
-            send(&app, Method::DELETE, &path, &[("If-Match", etag.as_str())], None).await
+            send(
+                &app,
+                Method::DELETE,
+                &path,
+                &[("If-Match", etag.as_str())],
+                None,
+            )
+            .await
         }));
     }
     let mut trashed = Vec::new();
@@ -207,10 +268,23 @@ async fn of_concurrent_trashes_from_one_version_one_trashes_and_none_purges() {
     assert_eq!(trashed.len(), 1, "exactly one trash applies");
     // Restore: the stale (live) version is refused, the trash's version restores.
     let restore = format!("/api/documents/{document_id}/restore");
-    let (status, _, body) = send(&app, Method::POST, &restore, &[("If-Match", etag.as_str())], None).await;
+    let (status, _, body) = send(
+        &app,
+        Method::POST,
+        &restore,
+        &[("If-Match", etag.as_str())],
+        None,
+    )
+    .await;
     assert_precondition_failed(status, &body);
-    let (status, restored, body) =
-        send(&app, Method::POST, &restore, &[("If-Match", trashed[0].as_str())], None).await;
+    let (status, restored, body) = send(
+        &app,
+        Method::POST,
+        &restore,
+        &[("If-Match", trashed[0].as_str())],
+        None,
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["trashed_at"], Value::Null);
     let restored = restored.expect("the restore answers an ETag");
@@ -265,7 +339,11 @@ async fn a_stale_or_foreign_if_match_changes_nothing_and_without_it_writes_are_a
         .await;
         assert_precondition_failed(status, &body);
     }
-    assert_eq!(document_etag(&app, document_id).await, before, "nothing changed");
+    assert_eq!(
+        document_etag(&app, document_id).await,
+        before,
+        "nothing changed"
+    );
     let (status, _, body) = send(
         &app,
         Method::PATCH,
@@ -274,7 +352,10 @@ async fn a_stale_or_foreign_if_match_changes_nothing_and_without_it_writes_are_a
         Some(json!({ "title": "Any version" })),
     )
     .await;
-    assert_eq!((status, body["document"]["title"].as_str()), (200, Some("Any version")));
+    assert_eq!(
+        (status, body["document"]["title"].as_str()),
+        (200, Some("Any version"))
+    );
     let (status, _, _) = send(
         &app,
         Method::PATCH,
@@ -283,7 +364,10 @@ async fn a_stale_or_foreign_if_match_changes_nothing_and_without_it_writes_are_a
         Some(json!({ "title": "Nobody" })),
     )
     .await;
-    assert_eq!(status, 404, "a missing document is missing, whatever the version");
+    assert_eq!(
+        status, 404,
+        "a missing document is missing, whatever the version"
+    );
 
     // Without If-Match, concurrent edits all apply, as before.
     let barrier = Arc::new(Barrier::new(AT_ONCE));

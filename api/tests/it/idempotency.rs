@@ -92,7 +92,11 @@ async fn answer(response: reqwest::Response) -> (u16, reqwest::header::HeaderMap
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let text = response.text().await.expect("body");
-    (status, headers, serde_json::from_str(&text).unwrap_or(Value::Null))
+    (
+        status,
+        headers,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
 }
 
 async fn post_json_with_key(
@@ -176,7 +180,10 @@ async fn a_repeated_upload_gets_the_first_answer_later_and_keys_are_per_tenant()
     assert!(!replayed(&headers));
     let (status, headers, again) =
         upload_with_key(&app, &app.token, b"retry-me", b"a receipt", "Receipt").await;
-    assert_eq!(status, 201, "the retry is not a duplicate_document: {again}");
+    assert_eq!(
+        status, 201,
+        "the retry is not a duplicate_document: {again}"
+    );
     assert!(replayed(&headers));
     assert_eq!(again, first);
     assert_eq!(documents_of(&app, app.tenant_id).await, 1);
@@ -188,7 +195,10 @@ async fn a_repeated_upload_gets_the_first_answer_later_and_keys_are_per_tenant()
         upload_with_key(&app, &token_b, b"retry-me", b"a receipt", "Receipt").await;
     assert_eq!(status, 201, "{other}");
     assert!(!replayed(&headers));
-    assert_ne!(uuid_at(&other, "/document/id"), uuid_at(&first, "/document/id"));
+    assert_ne!(
+        uuid_at(&other, "/document/id"),
+        uuid_at(&first, "/document/id")
+    );
     assert_eq!(documents_of(&app, tenant_b).await, 1);
 }
 
@@ -215,7 +225,11 @@ async fn the_same_key_with_another_request_answers_422_and_stores_nothing() {
     .await;
     assert_problem(status, &body, 422, "idempotency_key_reused");
     assert_eq!(documents_of(&app, app.tenant_id).await, 1);
-    assert_eq!(app.context.stored_keys().await.len(), 1, "refused bytes are not kept");
+    assert_eq!(
+        app.context.stored_keys().await.len(),
+        1,
+        "refused bytes are not kept"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,14 +285,24 @@ async fn a_bulk_verify_repeated_with_its_key_after_its_job_finished_enqueues_not
     assert_eq!(jobs_of(&app, app.tenant_id, "verify-document").await, 1);
     // Re-analyze takes keys the same way; spacing and member order are the same request.
     let reanalyze = json!({ "force": true, "ids": [document_id] });
-    let (status, _, first) =
-        post_json_with_key(&app, &app.token, "/api/documents/reanalyze", "again-1", &reanalyze)
-            .await;
+    let (status, _, first) = post_json_with_key(
+        &app,
+        &app.token,
+        "/api/documents/reanalyze",
+        "again-1",
+        &reanalyze,
+    )
+    .await;
     assert_eq!(status, 202, "{first}");
     let reordered = json!({ "ids": [document_id], "force": true });
-    let (status, headers, again) =
-        post_json_with_key(&app, &app.token, "/api/documents/reanalyze", "again-1", &reordered)
-            .await;
+    let (status, headers, again) = post_json_with_key(
+        &app,
+        &app.token,
+        "/api/documents/reanalyze",
+        "again-1",
+        &reordered,
+    )
+    .await;
     assert_eq!((status, replayed(&headers)), (202, true), "{again}");
     assert_eq!(again, first);
 }
@@ -362,7 +386,10 @@ async fn an_expired_key_is_free_again_and_retention_prunes_expired_keys() {
     let (status, headers, fresh) = upload_with_key(&app, &app.token, b"old", b"march", "Mar").await;
     assert_eq!(status, 201, "{fresh}");
     assert!(!replayed(&headers));
-    assert_ne!(uuid_at(&fresh, "/document/id"), uuid_at(&first, "/document/id"));
+    assert_ne!(
+        uuid_at(&fresh, "/document/id"),
+        uuid_at(&first, "/document/id")
+    );
 
     // The dispatcher's retention removes the expired one that was not used again.
     app.start_dispatcher();
@@ -398,7 +425,10 @@ async fn the_openapi_document_declares_the_key_and_its_answers_on_each_route() {
         "/api/admin/tenants",
     ] {
         let operation = &spec["paths"][path]["post"];
-        let parameters = operation["parameters"].as_array().cloned().unwrap_or_default();
+        let parameters = operation["parameters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert!(
             parameters
                 .iter()

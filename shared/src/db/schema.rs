@@ -48,6 +48,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         content_text -> Nullable<Text>,
+        row_version -> Int8,
     }
 }
 
@@ -261,6 +262,20 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    idempotency_keys (scope, key) {
+        scope -> Text,
+        key -> Text,
+        tenant_id -> Nullable<Uuid>,
+        request_digest -> Bytea,
+        status -> Nullable<Int2>,
+        headers -> Nullable<Jsonb>,
+        body -> Nullable<Bytea>,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -288,4 +303,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     storage_gc_cursor,
     schedules,
     tenant_events,
+    idempotency_keys,
 );
