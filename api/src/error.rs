@@ -44,6 +44,9 @@ pub enum ApiError {
     NotMultipart,
     #[error("the upload is larger than {limit} bytes")]
     PayloadTooLarge { limit: u64 },
+    /// `If-Match` names a version that is no longer the current one; nothing was written.
+    #[error("the document changed since this version was read (If-Match); read it again")]
+    PreconditionFailed,
     /// The upload's body stopped arriving (`server.upload_read_timeout_ms` without a byte).
     #[error("the upload's body stopped arriving; send it again")]
     UploadTimeout,
@@ -148,6 +151,7 @@ impl ApiError {
             | Self::Unprocessable { code, .. }
             | Self::Conflict { code, .. } => code,
             Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::PreconditionFailed => "precondition_failed",
             Self::UploadTimeout => "upload_timeout",
             Self::RateLimited { .. } => "enqueue_rate_limited",
             Self::UnsupportedMediaType => "unsupported_file_type",
@@ -171,6 +175,7 @@ impl ApiError {
             Self::Unprocessable { .. } => "Unprocessable content",
             Self::Conflict { .. } => "Conflict",
             Self::PayloadTooLarge { .. } => "Payload too large",
+            Self::PreconditionFailed => "Precondition failed",
             Self::UploadTimeout => "Request timeout",
             Self::RateLimited { .. } => "Too many requests",
             Self::UnsupportedMediaType | Self::NotMultipart => "Unsupported media type",
@@ -204,6 +209,7 @@ impl From<ActionError> for ApiError {
         };
         match error {
             ActionError::NotFound => Self::NotFound,
+            ActionError::VersionMismatch => Self::PreconditionFailed,
             ActionError::Conflict {
                 code,
                 detail,
@@ -263,6 +269,13 @@ impl From<quire_shared::db::DbError> for ApiError {
     }
 }
 
+/// A statement's failure outside an action (a transaction the API opens itself).
+impl From<diesel::result::Error> for ApiError {
+    fn from(error: diesel::result::Error) -> Self {
+        quire_shared::db::DbError::from(error).into()
+    }
+}
+
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
@@ -273,6 +286,7 @@ impl ResponseError for ApiError {
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::UploadTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::UnsupportedMediaType | Self::NotMultipart => StatusCode::UNSUPPORTED_MEDIA_TYPE,

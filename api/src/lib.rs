@@ -4,8 +4,10 @@
 mod accept_guard;
 mod auth;
 pub mod cli;
+mod conditional;
 mod enqueue_limit;
 mod error;
+mod idempotency;
 mod ops;
 mod problem_fallback;
 mod request_id;

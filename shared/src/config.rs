@@ -195,6 +195,9 @@ pub struct ServerSettings {
     /// An upload whose body sends nothing for this long (between two chunks) is cut off
     /// with 408 and whatever it stored is removed.
     pub upload_read_timeout_ms: u64,
+    /// How long an `Idempotency-Key`'s first answer is replayed (then the key is free
+    /// again, and the dispatcher's retention prunes it).
+    pub idempotency_ttl_seconds: u64,
 }
 
 impl ServerSettings {

@@ -7,6 +7,7 @@
 //! rows or an [`ActionError`] that says why it was refused, in words safe for a client.
 
 pub mod documents;
+pub mod idempotency;
 pub mod jobs;
 pub mod members;
 pub mod ops_sessions;
@@ -40,6 +41,10 @@ pub enum ActionError {
         /// `current_status`, or the `existing_document_id` of a duplicate.
         extension: Option<(&'static str, String)>,
     },
+    /// The write names a version of the row (`If-Match`) that is not the current one:
+    /// someone changed it since the caller read it; nothing was written.
+    #[error("the document changed since it was read; read it again")]
+    VersionMismatch,
     /// The request itself is not acceptable.
     #[error("{detail}")]
     Invalid { code: &'static str, detail: String },

@@ -304,11 +304,13 @@ pub struct Pruned {
     pub jobs: usize,
     /// Expired dashboard sessions (they open nothing already; this only frees rows).
     pub sessions: usize,
+    /// Expired idempotency keys (their next use takes them over anyway).
+    pub idempotency_keys: usize,
 }
 
 /// Deletes old delivered or cancelled events that no active job still depends on, then
 /// old finished jobs with their events (`FAILED` ones are kept longer), then expired
-/// dashboard sessions. Batched.
+/// dashboard sessions and idempotency keys. Batched.
 pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Result<Pruned, DbError> {
     let events = diesel::sql_query(
         "WITH doomed AS ( \
@@ -344,9 +346,11 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
     .await?
     .count;
     let sessions = super::ops_sessions::prune_expired(conn, retention.batch).await?;
+    let idempotency_keys = super::idempotency::prune_expired(conn, retention.batch).await?;
     Ok(Pruned {
         events: usize::try_from(events).unwrap_or(0),
         jobs: usize::try_from(jobs).unwrap_or(0),
         sessions,
+        idempotency_keys,
     })
 }

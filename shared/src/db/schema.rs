@@ -48,6 +48,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         content_text -> Nullable<Text>,
+        row_version -> Int8,
     }
 }
 
@@ -294,6 +295,15 @@ diesel::table! {
         last_error -> Nullable<Text>,
         delivered_at -> Nullable<Timestamptz>,
         created_at -> Timestamptz,
+    idempotency_keys (scope, key) {
+        scope -> Text,
+        key -> Text,
+        tenant_id -> Nullable<Uuid>,
+        request_digest -> Bytea,
+        status -> Nullable<Int2>,
+        headers -> Nullable<Jsonb>,
+        body -> Nullable<Bytea>,
+        expires_at -> Timestamptz,
     }
 }
 
@@ -327,4 +337,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     tenant_events,
     webhook_subscriptions,
     webhook_deliveries,
+    idempotency_keys,
 );
