@@ -7,6 +7,7 @@ mod catalogue;
 mod content;
 mod documents;
 mod edit;
+mod events;
 mod health;
 mod jobs;
 mod listing;
@@ -120,8 +121,13 @@ route_table! {
         "/jobs/catalogue" { get => catalogue::catalogue }
         "/members" { get => members::list, post => members::add }
         "/members/{user_id}" { patch => members::change, delete => members::remove }
+        "/events" { get => events::subscribe }
     }
 }
+
+/// Routes that answer an endless stream (text/event-stream): a walk that reads every
+/// body to its end takes their refusals only (their own tests read them).
+pub const STREAMING_ROUTES: &[&str] = &["/api/events"];
 
 /// Routes that serve the API's own documentation rather than the API.
 pub const DOCUMENTATION_ROUTES: &[&str] = &[

@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants, trash,
+    bulk, catalogue, content, documents, edit, events, health, jobs, listing, members,
+    operator_queues, operator_tenants, trash,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
@@ -40,6 +40,7 @@ use crate::views::{
         members::add,
         members::change,
         members::remove,
+        events::subscribe,
         operator_tenants::create,
         operator_tenants::list,
         operator_tenants::get,

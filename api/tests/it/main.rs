@@ -6,6 +6,7 @@ mod analysis;
 mod dashboard;
 mod documents_api;
 mod enqueue_limit;
+mod events;
 mod fair_share;
 mod faults;
 mod fixtures;

@@ -6,6 +6,7 @@ pub mod assets;
 pub mod connect;
 pub mod documents;
 pub mod enqueue_budget;
+pub mod event_stream;
 pub mod intake;
 pub mod jobs;
 pub mod labels;

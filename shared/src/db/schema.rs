@@ -261,6 +261,15 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    tenant_event_horizons (tenant_id) {
+        tenant_id -> Uuid,
+        txid -> Int8,
+        id -> Int8,
+        pruned_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
@@ -288,4 +297,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     storage_gc_cursor,
     schedules,
     tenant_events,
+    tenant_event_horizons,
 );
