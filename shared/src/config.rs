@@ -787,6 +787,24 @@ mod tests {
     }
 
     #[test]
+    fn event_stream_settings_are_checked() {
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.events.retention(), Duration::from_secs(72 * 3600));
+        for key in [
+            "QUIRE__EVENTS__RETENTION_HOURS",
+            "QUIRE__EVENTS__HEARTBEAT_SECONDS",
+            "QUIRE__EVENTS__BUFFER_MESSAGES",
+            "QUIRE__EVENTS__PAGE_SIZE",
+            "QUIRE__EVENTS__MAX_STREAMS_PER_TENANT",
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, "0")])).is_err(),
+                "{key} = 0 was accepted"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         let error = Settings::from_source(&source(
             Profile::Development,

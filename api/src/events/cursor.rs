@@ -30,7 +30,10 @@ mod tests {
     fn ids_round_trip_and_anything_else_is_refused() {
         for cursor in [
             EventCursor::START,
-            EventCursor { txid: 7_341, id: 12 },
+            EventCursor {
+                txid: 7_341,
+                id: 12,
+            },
             EventCursor {
                 txid: i64::MAX,
                 id: i64::MAX,

@@ -78,7 +78,7 @@ impl EventHub {
         streams.open += 1;
         let wake = streams.wake.subscribe();
         open.total += 1;
-        metrics::gauge!(quire_shared::metrics::EVENT_STREAMS_OPEN).increment(1);
+        metrics::gauge!(quire_shared::metrics::EVENT_STREAMS_OPEN).increment(1.0);
         Ok(StreamSlot {
             hub: Arc::clone(self),
             tenant,
@@ -127,7 +127,7 @@ impl EventHub {
             }
         }
         open.total = open.total.saturating_sub(1);
-        metrics::gauge!(quire_shared::metrics::EVENT_STREAMS_OPEN).decrement(1);
+        metrics::gauge!(quire_shared::metrics::EVENT_STREAMS_OPEN).decrement(1.0);
     }
 }
 
@@ -161,7 +161,10 @@ mod tests {
         let again = hub.open(a).expect("a freed slot is reused");
         drop((second, third, again));
         assert_eq!(hub.open_streams(), 0);
-        assert!(hub.lock().tenants.is_empty(), "no entry outlives its streams");
+        assert!(
+            hub.lock().tenants.is_empty(),
+            "no entry outlives its streams"
+        );
         hub.close();
         assert_eq!(hub.open(a).err(), Some(Refused::Closing));
     }

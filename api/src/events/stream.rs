@@ -70,7 +70,10 @@ enum End {
 /// `id:` only: sets the client's last event id to `position` without an event (the
 /// WHATWG rules), so a client that reconnects before any event resumes from here.
 fn opening(position: EventCursor) -> Bytes {
-    Bytes::from(format!(": quire events\nid: {}\n\n", cursor::encode(position)))
+    Bytes::from(format!(
+        ": quire events\nid: {}\n\n",
+        cursor::encode(position)
+    ))
 }
 
 fn message(event: &TenantEvent) -> Bytes {
@@ -168,10 +171,18 @@ impl Producer {
         if let Err(end) = self.send(opening(start.from)).await {
             return end;
         }
+        let first_full = self.is_full(&start.first);
         let (mut held_back, mut position) = match self.deliver(start.first).await {
             Ok(reached) => reached,
             Err(end) => return end,
         };
+        if first_full {
+            // A resume from far back: the rest of the backlog at once, not at a tick.
+            match self.read_all(position).await {
+                Ok(reached) => (held_back, position) = reached,
+                Err(end) => return end,
+            }
+        }
         let started = Instant::now();
         let mut heartbeat =
             tokio::time::interval_at(started + self.config.heartbeat, self.config.heartbeat);
@@ -182,6 +193,9 @@ impl Producer {
         let closes_at = tokio::time::sleep(self.config.max_age);
         tokio::pin!(closes_at);
         let mut retry = HELD_BACK_FIRST_RETRY;
+        // One timer, reset only after a read: a heartbeat in between must not restart it.
+        let retry_at = tokio::time::sleep(retry);
+        tokio::pin!(retry_at);
         loop {
             let read = tokio::select! {
                 biased;
@@ -193,7 +207,7 @@ impl Producer {
                     Err(_) => return End::Closing,
                 },
                 _ = catch_up.tick() => true,
-                _ = tokio::time::sleep(retry), if held_back => {
+                _ = &mut retry_at, if held_back => {
                     retry = (retry * 2).min(self.config.catch_up);
                     true
                 }
@@ -210,6 +224,7 @@ impl Producer {
                     if !still_held_back {
                         retry = HELD_BACK_FIRST_RETRY;
                     }
+                    retry_at.as_mut().reset(Instant::now() + retry);
                     held_back = still_held_back;
                     position = reached;
                 }
@@ -227,11 +242,11 @@ impl Producer {
                 Ok(page) => page,
                 Err(StreamError::Pruned) => return Err(End::Pruned),
                 Err(error) => {
-                    tracing::debug!(tenant_id = %self.tenant_id, error = format!("{error:#}"), "an event stream read failed; reading again at the next tick");
+                    tracing::debug!(tenant_id = %self.tenant_id, error = format!("{error:#}"), "an event stream read failed; reading again shortly");
                     return Ok((true, position));
                 }
             };
-            let full = i64::try_from(page.events.len()).unwrap_or(i64::MAX) >= self.config.page_size;
+            let full = self.is_full(&page);
             let (held_back, reached) = self.deliver(page).await?;
             position = reached;
             if !full {
@@ -240,12 +255,25 @@ impl Producer {
         }
     }
 
+    fn is_full(&self, page: &StreamPage) -> bool {
+        i64::try_from(page.events.len()).unwrap_or(i64::MAX) >= self.config.page_size
+    }
+
     async fn read(&self, position: EventCursor) -> Result<StreamPage, StreamError> {
         // Never closed: a permit always comes.
         let _permit = self.hub.reads().acquire().await.ok();
-        let mut conn = self.pool.get().await.map_err(quire_shared::db::DbError::from)?;
-        event_stream::read_page(&mut conn, self.tenant_id, Some(position), self.config.page_size)
+        let mut conn = self
+            .pool
+            .get()
             .await
+            .map_err(quire_shared::db::DbError::from)?;
+        event_stream::read_page(
+            &mut conn,
+            self.tenant_id,
+            Some(position),
+            self.config.page_size,
+        )
+        .await
     }
 
     /// Sends a page's events; answers (held back, the position after them).

@@ -67,7 +67,9 @@ async fn list_all(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Vec<TenantEv
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_holds_a_later_commit_back_until_an_earlier_transaction_ends() {
     let context = TestContext::new().await;
-    let (tenant, _) = context.provisioned_tenant("log-order", Uuid::now_v7()).await;
+    let (tenant, _) = context
+        .provisioned_tenant("log-order", Uuid::now_v7())
+        .await;
     let mut first = connect(&context).await;
     let mut second = connect(&context).await;
     let mut reader = connect(&context).await;
@@ -115,15 +117,13 @@ async fn the_log_holds_a_later_commit_back_until_an_earlier_transaction_ends() {
     let ids: Vec<i64> = both.iter().map(|event| event.id).collect();
     assert_eq!(ids, vec![early, late], "in commit-safe order");
     // A reader resuming from the first event gets the second, and nothing after it.
-    let resumed =
-        tenant_events::list_after(&mut reader, tenant, EventCursor::of(&both[0]), 100)
-            .await
-            .expect("resume");
+    let resumed = tenant_events::list_after(&mut reader, tenant, EventCursor::of(&both[0]), 100)
+        .await
+        .expect("resume");
     assert_eq!(resumed, vec![both[1].clone()]);
-    let after_last =
-        tenant_events::list_after(&mut reader, tenant, EventCursor::of(&both[1]), 100)
-            .await
-            .expect("resume");
+    let after_last = tenant_events::list_after(&mut reader, tenant, EventCursor::of(&both[1]), 100)
+        .await
+        .expect("resume");
     assert!(after_last.is_empty());
 }
 
@@ -217,7 +217,10 @@ async fn a_reader_resuming_from_its_last_event_misses_nothing_under_concurrent_w
     let seen = reader.await.expect("reader");
     let unique: BTreeSet<i64> = seen.iter().copied().collect();
     assert_eq!(unique.len(), seen.len(), "no event was read twice");
-    assert_eq!(unique, committed, "every committed event, no rolled-back one");
+    assert_eq!(
+        unique, committed,
+        "every committed event, no rolled-back one"
+    );
 }
 
 /// A server-sent events reader over a response body.
@@ -351,8 +354,15 @@ async fn the_stream_delivers_the_tenants_events_in_order_and_resumes_after_the_l
     assert_eq!(first.event.as_deref(), Some("document.ready"));
     assert_eq!(data(&first), json!({ "n": 1 }));
     assert_eq!(second.event.as_deref(), Some("job.failed"));
-    assert_eq!(data(&second), json!({ "n": 2, "error_code": "worker_lost" }));
-    assert_eq!(data(&third), json!({ "n": 3 }), "the other tenant's event never shows");
+    assert_eq!(
+        data(&second),
+        json!({ "n": 2, "error_code": "worker_lost" })
+    );
+    assert_eq!(
+        data(&third),
+        json!({ "n": 3 }),
+        "the other tenant's event never shows"
+    );
     drop(stream);
 
     // Resumed after the first: the second and third again, with the same ids.
@@ -372,7 +382,10 @@ async fn the_stream_delivers_the_tenants_events_in_order_and_resumes_after_the_l
         .expect("request");
     let mut since = Sse::new(since);
     let opening = since.next().await.expect("opening");
-    assert_eq!(opening.id, second.id, "the stream starts where the client asked");
+    assert_eq!(
+        opening.id, second.id,
+        "the stream starts where the client asked"
+    );
     assert_eq!(since.next_event().await, third);
 }
 
@@ -610,7 +623,7 @@ async fn a_client_that_stops_reading_is_dropped_instead_of_buffered() {
         let mut conn = app.pool.get().await.expect("connection");
         conn.batch_execute("BEGIN").await.expect("begin");
         for _ in 0..20 {
-            record(&mut conn, app.tenant_id, json!({ "filler": filler })).await;
+            record(&mut conn, app.tenant_id, json!({ "filler": &filler })).await;
         }
         conn.batch_execute("COMMIT").await.expect("commit");
         recorded += 20;
@@ -619,7 +632,11 @@ async fn a_client_that_stops_reading_is_dropped_instead_of_buffered() {
         if probe.status() == 200 {
             break;
         }
-        assert_eq!(probe.status(), 429, "the stalled stream still holds its slot");
+        assert_eq!(
+            probe.status(),
+            429,
+            "the stalled stream still holds its slot"
+        );
         assert!(
             started.elapsed() < DEADLINE,
             "the stalled client was never dropped ({recorded} events recorded)"
@@ -664,7 +681,10 @@ async fn shutdown_ends_open_streams_and_does_not_wait_for_their_clients() {
     let pool = context.pool();
     let mut conn = pool.get().await.expect("connection");
     record(&mut conn, tenant, json!({ "before": "shutdown" })).await;
-    assert_eq!(data(&stream.next_event().await), json!({ "before": "shutdown" }));
+    assert_eq!(
+        data(&stream.next_event().await),
+        json!({ "before": "shutdown" })
+    );
 
     shutdown.cancel();
     // actix would wait 30 s for a connection that does not end by itself.

@@ -5,13 +5,11 @@ use std::time::Duration;
 
 use quire_dispatcher::maintenance::{Retention, Task};
 use quire_shared::actions::ops_sessions;
-use quire_shared::db::jobs::{self, Enqueued};
 use quire_shared::db::event_stream;
-use quire_shared::test_support::{self, DEADLINE};
+use quire_shared::db::jobs::{self, Enqueued};
 use quire_shared::db::maintenance::Retention as Ages;
-use quire_shared::db::tenant_events::{
-    self, EventCursor, NewTenantEvent, TenantEventType,
-};
+use quire_shared::db::tenant_events::{self, EventCursor, NewTenantEvent, TenantEventType};
+use quire_shared::test_support::{self, DEADLINE};
 use uuid::Uuid;
 
 use crate::support::World;
@@ -275,8 +273,7 @@ async fn old_tenant_events_go_and_the_tenants_horizon_moves_to_the_last_one_prun
     assert_eq!(from_last_pruned, vec![recent]);
     // One that had not seen it may have missed it, and is told so.
     for before in [EventCursor::of(&oldest), EventCursor::START] {
-        let refused =
-            event_stream::read_page(&mut conn, world.tenant_id, Some(before), 100).await;
+        let refused = event_stream::read_page(&mut conn, world.tenant_id, Some(before), 100).await;
         assert!(
             matches!(refused, Err(event_stream::StreamError::Pruned)),
             "{before:?}: {refused:?}"
