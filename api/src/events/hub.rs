@@ -114,7 +114,8 @@ impl EventHub {
     }
 
     /// Streams open in this hub.
-    pub fn open_streams(&self) -> usize {
+    #[cfg(test)]
+    fn open_streams(&self) -> usize {
         self.lock().total
     }
 
