@@ -59,10 +59,7 @@ pub enum ApiError {
     Gone { code: &'static str, detail: String },
     /// Every event stream this tenant (429) or this process (503) may hold is open.
     #[error("{detail}")]
-    StreamsFull {
-        per_tenant: bool,
-        detail: String,
-    },
+    StreamsFull { per_tenant: bool, detail: String },
     #[error("this route does not take that method")]
     MethodNotAllowed,
     #[error("this route answers application/json only")]
