@@ -52,7 +52,8 @@ pub async fn middleware(
             .get(ACCEPT)
             .and_then(|value| value.to_str().ok())
             .is_some_and(|accept| {
-                !accepts_json(accept) && !(events && accepts_event_stream(accept))
+                let acceptable = accepts_json(accept) || (events && accepts_event_stream(accept));
+                !acceptable
             });
     if refused {
         let (request, _) = req.into_parts();
