@@ -56,6 +56,13 @@ pub enum ApiError {
         "the tenant enqueues jobs faster than its rate allows; retry after {retry_after_seconds} s"
     )]
     RateLimited { retry_after_seconds: u64 },
+    /// What the request names existed once and is gone for good (an event id older than
+    /// the event retention).
+    #[error("{detail}")]
+    Gone { code: &'static str, detail: String },
+    /// Every event stream this tenant (429) or this process (503) may hold is open.
+    #[error("{detail}")]
+    StreamsFull { per_tenant: bool, detail: String },
     #[error("this route does not take that method")]
     MethodNotAllowed,
     #[error("this route answers application/json only")]
@@ -154,6 +161,11 @@ impl ApiError {
             Self::PreconditionFailed => "precondition_failed",
             Self::UploadTimeout => "upload_timeout",
             Self::RateLimited { .. } => "enqueue_rate_limited",
+            Self::Gone { code, .. } => code,
+            Self::StreamsFull {
+                per_tenant: true, ..
+            } => "too_many_streams",
+            Self::StreamsFull { .. } => "event_streams_full",
             Self::UnsupportedMediaType => "unsupported_file_type",
             Self::NotMultipart => "unsupported_content_type",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -177,7 +189,12 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => "Payload too large",
             Self::PreconditionFailed => "Precondition failed",
             Self::UploadTimeout => "Request timeout",
-            Self::RateLimited { .. } => "Too many requests",
+            Self::RateLimited { .. }
+            | Self::StreamsFull {
+                per_tenant: true, ..
+            } => "Too many requests",
+            Self::StreamsFull { .. } => "Service unavailable",
+            Self::Gone { .. } => "Gone",
             Self::UnsupportedMediaType | Self::NotMultipart => "Unsupported media type",
             Self::MethodNotAllowed => "Method not allowed",
             Self::NotAcceptable => "Not acceptable",
@@ -288,7 +305,12 @@ impl ResponseError for ApiError {
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::UploadTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. }
+            | Self::StreamsFull {
+                per_tenant: true, ..
+            } => StatusCode::TOO_MANY_REQUESTS,
+            Self::StreamsFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Gone { .. } => StatusCode::GONE,
             Self::UnsupportedMediaType | Self::NotMultipart => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
@@ -334,7 +356,10 @@ impl ResponseError for ApiError {
         }
         let mut response = HttpResponse::build(status);
         response.content_type("application/problem+json");
-        if matches!(self, Self::Unavailable(_) | Self::DatabaseTimeout) {
+        if matches!(
+            self,
+            Self::Unavailable(_) | Self::DatabaseTimeout | Self::StreamsFull { .. }
+        ) {
             // Long enough for a database restart or failover, short enough to feel live.
             response.insert_header(("Retry-After", "5"));
         }

@@ -104,6 +104,33 @@ impl WebhookSettings {
             Duration::from_millis(self.retry_backoff_base_ms),
             Duration::from_millis(self.retry_backoff_max_ms),
         )
+    pub events: EventsSettings,
+
+/// The tenant event log as clients read it (`GET /api/events`) and how long it is kept.
+pub struct EventsSettings {
+    /// Events are kept this long (the dispatcher's retention prunes older ones); a
+    /// stream resuming from before a pruned event answers 410.
+    pub retention_hours: u64,
+    /// A comment line every this many seconds keeps an idle stream (and proxies) open.
+    pub heartbeat_seconds: u64,
+    /// Each stream reads the log this often without a wake-up: the safety net for a
+    /// NOTIFY lost while the listener reconnected.
+    pub catch_up_seconds: u64,
+    /// Messages buffered per stream at most: the server's memory for a slow client.
+    pub buffer_messages: usize,
+    /// A client that leaves its buffer full this long is dropped.
+    pub slow_client_timeout_ms: u64,
+    /// Events read per statement.
+    pub page_size: i64,
+    /// Open streams per tenant (429 over it) and per API process (503 over it).
+    pub max_streams_per_tenant: usize,
+    pub max_streams: usize,
+    /// A stream is closed after this long; the client reconnects with Last-Event-ID.
+    pub max_stream_seconds: u64,
+
+impl EventsSettings {
+    pub fn retention(&self) -> Duration {
+        Duration::from_secs(self.retention_hours.saturating_mul(3600))
     }
 }
 
@@ -676,6 +703,19 @@ impl Settings {
         if schedules.empty_trash.max_per_slot < 1 || schedules.integrity_scrub.max_per_slot < 1 {
             return unsafe_setting("schedules max_per_slot must be at least 1");
         }
+        let events = &self.events;
+        if events.retention_hours == 0
+            || events.heartbeat_seconds == 0
+            || events.catch_up_seconds == 0
+            || events.buffer_messages == 0
+            || events.slow_client_timeout_ms == 0
+            || events.page_size < 1
+            || events.max_streams_per_tenant == 0
+            || events.max_streams == 0
+            || events.max_stream_seconds == 0
+        {
+            return unsafe_setting("every [events] setting must be at least 1");
+        }
         if self.redis.namespace.is_empty() || self.redis.namespace.contains(['{', '}']) {
             return unsafe_setting("redis.namespace must be non-empty and without braces");
         }
@@ -852,6 +892,24 @@ mod tests {
             assert!(
                 Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
                 "{key} = {value} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn event_stream_settings_are_checked() {
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.events.retention(), Duration::from_secs(72 * 3600));
+        for key in [
+            "QUIRE__EVENTS__RETENTION_HOURS",
+            "QUIRE__EVENTS__HEARTBEAT_SECONDS",
+            "QUIRE__EVENTS__BUFFER_MESSAGES",
+            "QUIRE__EVENTS__PAGE_SIZE",
+            "QUIRE__EVENTS__MAX_STREAMS_PER_TENANT",
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, "0")])).is_err(),
+                "{key} = 0 was accepted"
             );
         }
     }

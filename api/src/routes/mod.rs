@@ -7,6 +7,7 @@ mod catalogue;
 mod content;
 mod documents;
 mod edit;
+mod events;
 mod health;
 mod jobs;
 mod listing;
@@ -125,8 +126,13 @@ route_table! {
         "/webhooks/{webhook_id}" { get => webhooks::get, patch => webhooks::patch, delete => webhooks::delete }
         "/webhooks/{webhook_id}/deliveries" { get => webhooks::deliveries }
         "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver" { post => webhooks::redeliver }
+        "/events" { get => events::subscribe }
     }
 }
+
+/// Routes that answer an endless stream (text/event-stream): a walk that reads every
+/// body to its end takes their refusals only (their own tests read them).
+pub const STREAMING_ROUTES: &[&str] = &["/api/events"];
 
 /// Routes that serve the API's own documentation rather than the API.
 pub const DOCUMENTATION_ROUTES: &[&str] = &[

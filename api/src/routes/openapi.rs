@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants, trash, webhooks,
+    bulk, catalogue, content, documents, edit, events, health, jobs, listing, members,
+    operator_queues, operator_tenants, trash, webhooks,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
@@ -47,6 +47,7 @@ use crate::views::{
         webhooks::delete,
         webhooks::deliveries,
         webhooks::redeliver,
+        events::subscribe,
         operator_tenants::create,
         operator_tenants::list,
         operator_tenants::get,

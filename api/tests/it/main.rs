@@ -7,6 +7,7 @@ mod dashboard;
 mod documents_api;
 mod enqueue_limit;
 mod etags;
+mod events;
 mod fair_share;
 mod faults;
 mod fixtures;

@@ -295,6 +295,8 @@ pub struct Retention {
     pub events: Duration,
     pub finished_jobs: Duration,
     pub failed_jobs: Duration,
+    /// The tenant event log (`[events] retention_hours`).
+    pub tenant_events: Duration,
     pub batch: i64,
 }
 
@@ -306,11 +308,13 @@ pub struct Pruned {
     pub sessions: usize,
     /// Expired idempotency keys (their next use takes them over anyway).
     pub idempotency_keys: usize,
+    /// Tenant events past the event retention (`db::event_stream::prune`).
+    pub tenant_events: usize,
 }
 
 /// Deletes old delivered or cancelled events that no active job still depends on, then
 /// old finished jobs with their events (`FAILED` ones are kept longer), then expired
-/// dashboard sessions and idempotency keys. Batched.
+/// dashboard sessions and idempotency keys, then old tenant events. Batched.
 pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Result<Pruned, DbError> {
     let events = diesel::sql_query(
         "WITH doomed AS ( \
@@ -347,10 +351,13 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
     .count;
     let sessions = super::ops_sessions::prune_expired(conn, retention.batch).await?;
     let idempotency_keys = super::idempotency::prune_expired(conn, retention.batch).await?;
+    let tenant_events =
+        super::event_stream::prune(conn, retention.tenant_events, retention.batch).await?;
     Ok(Pruned {
         events: usize::try_from(events).unwrap_or(0),
         jobs: usize::try_from(jobs).unwrap_or(0),
         sessions,
         idempotency_keys,
+        tenant_events,
     })
 }

@@ -7,6 +7,7 @@ pub mod connect;
 pub mod documents;
 pub mod enqueue_budget;
 pub mod idempotency;
+pub mod event_stream;
 pub mod intake;
 pub mod jobs;
 pub mod labels;

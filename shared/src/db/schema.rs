@@ -304,6 +304,10 @@ diesel::table! {
         headers -> Nullable<Jsonb>,
         body -> Nullable<Bytea>,
         expires_at -> Timestamptz,
+    tenant_event_horizons (tenant_id) {
+        txid -> Int8,
+        id -> Int8,
+        pruned_at -> Timestamptz,
     }
 }
 
@@ -338,4 +342,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_subscriptions,
     webhook_deliveries,
     idempotency_keys,
+    tenant_event_horizons,
 );
