@@ -72,6 +72,7 @@ pub struct Settings {
     pub analysis: AnalysisSettings,
     pub enqueue_limit: EnqueueLimitSettings,
     pub webhooks: WebhookSettings,
+    pub events: EventsSettings,
 }
 
 /// Webhook deliveries (the `deliver-webhook` job): timeouts, retries, when a failing
@@ -104,9 +105,13 @@ impl WebhookSettings {
             Duration::from_millis(self.retry_backoff_base_ms),
             Duration::from_millis(self.retry_backoff_max_ms),
         )
-    pub events: EventsSettings,
+    }
+}
+
 
 /// The tenant event log as clients read it (`GET /api/events`) and how long it is kept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EventsSettings {
     /// Events are kept this long (the dispatcher's retention prunes older ones); a
     /// stream resuming from before a pruned event answers 410.
@@ -127,6 +132,7 @@ pub struct EventsSettings {
     pub max_streams: usize,
     /// A stream is closed after this long; the client reconnects with Last-Event-ID.
     pub max_stream_seconds: u64,
+}
 
 impl EventsSettings {
     pub fn retention(&self) -> Duration {

@@ -295,6 +295,10 @@ diesel::table! {
         last_error -> Nullable<Text>,
         delivered_at -> Nullable<Timestamptz>,
         created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     idempotency_keys (scope, key) {
         scope -> Text,
         key -> Text,
@@ -303,8 +307,14 @@ diesel::table! {
         status -> Nullable<Int2>,
         headers -> Nullable<Jsonb>,
         body -> Nullable<Bytea>,
+        created_at -> Timestamptz,
         expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     tenant_event_horizons (tenant_id) {
+        tenant_id -> Uuid,
         txid -> Int8,
         id -> Int8,
         pruned_at -> Timestamptz,
