@@ -14,6 +14,7 @@ mod members;
 mod openapi;
 mod operator_queues;
 mod operator_tenants;
+mod settings;
 mod trash;
 
 use actix_web::{HttpResponse, Resource, web};
@@ -120,6 +121,7 @@ route_table! {
         "/jobs/catalogue" { get => catalogue::catalogue }
         "/members" { get => members::list, post => members::add }
         "/members/{user_id}" { patch => members::change, delete => members::remove }
+        "/settings" { get => settings::get, patch => settings::patch }
     }
 }
 

@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants, trash,
+    operator_tenants, settings, trash,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
@@ -40,6 +40,8 @@ use crate::views::{
         members::add,
         members::change,
         members::remove,
+        settings::get,
+        settings::patch,
         operator_tenants::create,
         operator_tenants::list,
         operator_tenants::get,
@@ -73,7 +75,10 @@ use crate::views::{
         TenantJobView,
         operator_tenants::NewTenant,
         operator_tenants::LimitsPatch,
-        operator_queues::QueueView
+        operator_queues::QueueView,
+        settings::SettingsView,
+        settings::EffectiveDates,
+        settings::SettingsPatch
     )),
     modifiers(&BearerToken),
     security(("bearer" = []))
