@@ -755,6 +755,36 @@ mod tests {
     }
 
     #[test]
+    fn date_languages_and_order_come_from_the_files_or_the_environment() {
+        use crate::analysis::dates::DateLanguage;
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.analysis.date_order, DateOrder::Dmy);
+        assert_eq!(defaults.analysis.date_languages, DateLanguage::ALL.to_vec());
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[
+                ("QUIRE__ANALYSIS__DATE_LANGUAGES", "de,en"),
+                ("QUIRE__ANALYSIS__DATE_ORDER", "ymd"),
+            ],
+        ))
+        .expect("settings");
+        assert_eq!(
+            settings.analysis.date_languages,
+            vec![DateLanguage::De, DateLanguage::En]
+        );
+        assert_eq!(settings.analysis.date_order, DateOrder::Ymd);
+        for (key, value) in [
+            ("QUIRE__ANALYSIS__DATE_LANGUAGES", "de,xx"),
+            ("QUIRE__ANALYSIS__DATE_ORDER", "dym"),
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key}={value}"
+            );
+        }
+    }
+
+    #[test]
     fn scheduling_settings_are_checked() {
         let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
         assert_eq!(defaults.scheduling.max_running_per_tenant, 64);

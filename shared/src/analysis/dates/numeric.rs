@@ -200,6 +200,7 @@ mod tests {
             "030/1203/2024",
             "DE89 3704 0044 0532 0130 00",
             "+49 30 1234-5678",
+            "Tél. 01.23.45.67.89",
         ] {
             assert!(dates(text, DateOrder::Dmy).is_empty(), "{text}");
         }

@@ -625,3 +625,4 @@ fn hostile_text_is_read_in_one_pass_and_finds_only_real_dates() {
     text.push_str("Datum: 29.02.2024");
     assert_eq!(dmy(&text), Some(date!(2024 - 02 - 29)));
 }
+
