@@ -9,9 +9,11 @@ use clap::Subcommand;
 use diesel_async::AsyncPgConnection;
 use quire_shared::actions::ActionError;
 use quire_shared::actions::scheduling;
-use quire_shared::actions::settings::{self as tenant_settings, Changer, DateSettings, DateSettingsChange};
-use quire_shared::analysis::dates::DateLanguage;
+use quire_shared::actions::settings::{
+    self as tenant_settings, Changer, DateSettings, DateSettingsChange,
+};
 use quire_shared::actions::tenants as tenant_actions;
+use quire_shared::analysis::dates::DateLanguage;
 use quire_shared::config::Settings;
 use quire_shared::db::members;
 use quire_shared::db::tenants::{self, LimitsChange, Tenant};
@@ -366,8 +368,13 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
                     tenant_id: found.id,
                     name: OPERATOR,
                 };
-                tenant_settings::change_date_settings(&mut conn, changer, change, &settings.analysis)
-                    .await
+                tenant_settings::change_date_settings(
+                    &mut conn,
+                    changer,
+                    change,
+                    &settings.analysis,
+                )
+                .await
             };
             print_dates(&found, &dates.map_err(|error| refused(&tenant, error))?);
         }

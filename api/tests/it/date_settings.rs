@@ -150,7 +150,10 @@ async fn members_read_the_settings_owners_change_them_and_what_is_wrong_is_refus
         assert!(said.contains(detail), "{body}: {said}");
     }
     // Nothing refused changed anything.
-    assert_eq!(settings(&app, &app.token, None).await.1["date_order"], Value::Null);
+    assert_eq!(
+        settings(&app, &app.token, None).await.1["date_order"],
+        Value::Null
+    );
 
     let (status, body) = settings(
         &app,
@@ -161,13 +164,19 @@ async fn members_read_the_settings_owners_change_them_and_what_is_wrong_is_refus
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["date_languages"], json!(["de", "pt"]));
     assert_eq!(body["date_order"], "ymd");
-    assert_eq!(body["effective"], json!({ "date_languages": ["de", "pt"], "date_order": "ymd" }));
+    assert_eq!(
+        body["effective"],
+        json!({ "date_languages": ["de", "pt"], "date_order": "ymd" })
+    );
     // One named, the other unchanged; null gives it back to the default.
     let (status, body) = settings(&app, &app.token, Some(json!({ "date_languages": null }))).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["date_languages"], Value::Null);
     assert_eq!(body["date_order"], "ymd");
-    assert_eq!(body["effective"]["date_languages"].as_array().map(Vec::len), Some(7));
+    assert_eq!(
+        body["effective"]["date_languages"].as_array().map(Vec::len),
+        Some(7)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,7 +185,9 @@ async fn quire_admin_shows_and_sets_a_tenants_date_settings() {
     let (ok, out, err) = app.admin_cli(&["tenant", "dates", "--tenant", "tenant-a"]);
     assert!(ok, "{err}");
     assert!(
-        out.ends_with("date_languages=default\tdate_order=default\teffective=en,de,fr,es,it,nl,pt/dmy"),
+        out.ends_with(
+            "date_languages=default\tdate_order=default\teffective=en,de,fr,es,it,nl,pt/dmy"
+        ),
         "{out}"
     );
     let (ok, out, err) = app.admin_cli(&[
@@ -190,22 +201,24 @@ async fn quire_admin_shows_and_sets_a_tenants_date_settings() {
         "mdy",
     ]);
     assert!(ok, "{err}");
-    assert!(out.ends_with("date_languages=en,nl\tdate_order=mdy\teffective=en,nl/mdy"), "{out}");
+    assert!(
+        out.ends_with("date_languages=en,nl\tdate_order=mdy\teffective=en,nl/mdy"),
+        "{out}"
+    );
     let (_, body) = settings(&app, &app.token, None).await;
     assert_eq!(body["date_languages"], json!(["en", "nl"]));
     assert_eq!(body["date_order"], "mdy");
 
-    let (ok, _, err) = app.admin_cli(&["tenant", "dates", "--tenant", "tenant-a", "--order", "dym"]);
+    let (ok, _, err) =
+        app.admin_cli(&["tenant", "dates", "--tenant", "tenant-a", "--order", "dym"]);
     assert!(!ok);
     assert!(err.contains("date_order is one of dmy, mdy, ymd"), "{err}");
     let (ok, out, err) = app.admin_cli(&[
-        "tenant",
-        "dates",
-        "--tenant",
-        "tenant-a",
-        "--order",
-        "default",
+        "tenant", "dates", "--tenant", "tenant-a", "--order", "default",
     ]);
     assert!(ok, "{err}");
-    assert!(out.contains("date_languages=en,nl\tdate_order=default\teffective=en,nl/dmy"), "{out}");
+    assert!(
+        out.contains("date_languages=en,nl\tdate_order=default\teffective=en,nl/dmy"),
+        "{out}"
+    );
 }

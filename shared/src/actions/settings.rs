@@ -166,7 +166,9 @@ pub async fn date_reading(
     tenant_id: Uuid,
     defaults: &AnalysisSettings,
 ) -> Result<DateReading, DbError> {
-    let row = date_settings::find(conn, tenant_id).await?.unwrap_or_default();
+    let row = date_settings::find(conn, tenant_id)
+        .await?
+        .unwrap_or_default();
     Ok(DateSettings::from_row(row, defaults).effective)
 }
 
@@ -218,7 +220,10 @@ pub async fn change_date_settings(
 mod tests {
     use super::*;
 
-    fn change(languages: Option<Option<&[&str]>>, order: Option<Option<&str>>) -> DateSettingsChange {
+    fn change(
+        languages: Option<Option<&[&str]>>,
+        order: Option<Option<&str>>,
+    ) -> DateSettingsChange {
         DateSettingsChange {
             languages: languages.map(|named| {
                 named.map(|codes| codes.iter().map(|code| (*code).to_owned()).collect())
@@ -239,8 +244,11 @@ mod tests {
 
     #[test]
     fn a_change_is_checked_and_said_the_same_way_whatever_its_spelling() {
-        let checked = checked(change(Some(Some(&["NL", "de", "nl"][..])), Some(Some("MDY"))))
-            .expect("valid");
+        let checked = checked(change(
+            Some(Some(&["NL", "de", "nl"][..])),
+            Some(Some("MDY")),
+        ))
+        .expect("valid");
         assert_eq!(
             checked,
             DatesChange {
@@ -258,9 +266,15 @@ mod tests {
         assert!(refusal(change(None, None)).contains("name date_languages"));
         assert!(refusal(change(Some(Some(&[][..])), None)).contains("1 to 7"));
         let detail = refusal(change(Some(Some(&["en", "klingon"][..])), None));
-        assert!(detail.contains("\"klingon\" is not one of en, de"), "{detail}");
+        assert!(
+            detail.contains("\"klingon\" is not one of en, de"),
+            "{detail}"
+        );
         let detail = refusal(change(None, Some(Some("dym"))));
-        assert!(detail.contains("date_order is one of dmy, mdy, ymd"), "{detail}");
+        assert!(
+            detail.contains("date_order is one of dmy, mdy, ymd"),
+            "{detail}"
+        );
         let long = "x".repeat(10_000);
         assert!(refusal(change(None, Some(Some(&long)))).len() < 100);
     }

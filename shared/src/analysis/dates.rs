@@ -134,7 +134,10 @@ fn lead_in(text: &str, position: usize) -> (&str, bool) {
 fn score(text: &str, candidate: &Candidate, reading: DateReading) -> i32 {
     let (lead, after_number) = lead_in(text, candidate.position);
     // `01.02.2024 - 29.02.2024`: the end of a period.
-    let (mut issue, mut other) = (false, after_number && matches!(lead.trim(), "-" | "–" | "—"));
+    let (mut issue, mut other) = (
+        false,
+        after_number && matches!(lead.trim(), "-" | "–" | "—"),
+    );
     for word in lead
         .split(|letter: char| !letter.is_alphanumeric())
         .filter(|word| !word.is_empty())

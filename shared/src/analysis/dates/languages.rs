@@ -75,7 +75,11 @@ impl LanguageSet {
     pub const ALL: LanguageSet = LanguageSet((1 << DateLanguage::ALL.len()) - 1);
 
     pub fn of(languages: &[DateLanguage]) -> Self {
-        Self(languages.iter().fold(0, |bits, language| bits | language.bit()))
+        Self(
+            languages
+                .iter()
+                .fold(0, |bits, language| bits | language.bit()),
+        )
     }
 
     pub fn contains(self, language: DateLanguage) -> bool {
@@ -139,9 +143,28 @@ pub(super) const LANGUAGES: &[Language] = &[
         ],
         issue_words: &["date", "dated", "issued", "invoiced"],
         other_words: &[
-            "due", "payable", "until", "expires", "expiry", "expiration", "birth", "born",
-            "dob", "period", "delivery", "delivered", "shipped", "service", "arrival",
-            "departure", "from", "to", "through", "since", "valid", "by",
+            "due",
+            "payable",
+            "until",
+            "expires",
+            "expiry",
+            "expiration",
+            "birth",
+            "born",
+            "dob",
+            "period",
+            "delivery",
+            "delivered",
+            "shipped",
+            "service",
+            "arrival",
+            "departure",
+            "from",
+            "to",
+            "through",
+            "since",
+            "valid",
+            "by",
         ],
     },
     Language {
@@ -281,19 +304,8 @@ pub(super) const LANGUAGES: &[Language] = &[
         ],
         issue_words: &["data", "emissione", "emessa", "lì"],
         other_words: &[
-            "scadenza",
-            "scade",
-            "entro",
-            "valido",
-            "valida",
-            "fino",
-            "nato",
-            "nata",
-            "nascita",
-            "consegna",
-            "periodo",
-            "dal",
-            "al",
+            "scadenza", "scade", "entro", "valido", "valida", "fino", "nato", "nata", "nascita",
+            "consegna", "periodo", "dal", "al",
         ],
     },
     Language {
@@ -492,7 +504,9 @@ mod tests {
         for row in LANGUAGES {
             for word in row.issue_words {
                 assert!(
-                    !row.other_words.iter().any(|other| fold(other) == fold(word)),
+                    !row.other_words
+                        .iter()
+                        .any(|other| fold(other) == fold(word)),
                     "{word} in {}",
                     row.language
                 );
@@ -509,7 +523,10 @@ mod tests {
         assert_eq!(month("decembre", french), Some(12));
         assert_eq!(month("märz", LanguageSet::of(&[DateLanguage::De])), Some(3));
         assert_eq!(month("Marz", LanguageSet::of(&[DateLanguage::De])), Some(3));
-        assert_eq!(month("marco", LanguageSet::of(&[DateLanguage::Pt])), Some(3));
+        assert_eq!(
+            month("marco", LanguageSet::of(&[DateLanguage::Pt])),
+            Some(3)
+        );
         assert_eq!(month("maart", french), None);
         assert_eq!(month("maart", LanguageSet::ALL), Some(3));
         assert_eq!(month("mayo", LanguageSet::of(&[DateLanguage::En])), None);

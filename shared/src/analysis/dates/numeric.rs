@@ -80,7 +80,12 @@ fn full_year(short: u16, this_year: i32) -> i32 {
 }
 
 /// The reading of one match, or `None`.
-fn read(parts: [&str; 3], separators: [&str; 2], order: DateOrder, this_year: i32) -> Option<(Date, bool)> {
+fn read(
+    parts: [&str; 3],
+    separators: [&str; 2],
+    order: DateOrder,
+    this_year: i32,
+) -> Option<(Date, bool)> {
     let separator = separators[0].trim();
     if separator != separators[1].trim() {
         return None;
@@ -92,11 +97,7 @@ fn read(parts: [&str; 3], separators: [&str; 2], order: DateOrder, this_year: i3
         return None;
     }
     let lengths = parts.map(|part| part.chars().count());
-    let [a, b, c] = [
-        number(parts[0])?,
-        number(parts[1])?,
-        number(parts[2])?,
-    ];
+    let [a, b, c] = [number(parts[0])?, number(parts[1])?, number(parts[2])?];
     match lengths {
         // Year first: always year, month, day (`2024-03-15`).
         [4, _, 1 | 2] => Some((make_date(i32::from(a), b, c)?, false)),
@@ -136,10 +137,18 @@ fn chained(text: &str, start: usize, end: usize, separator: char) -> bool {
 }
 
 /// Every date written in digits in `text`, in order.
-pub(super) fn find(text: &str, order: DateOrder, this_year: i32) -> impl Iterator<Item = Found> + '_ {
+pub(super) fn find(
+    text: &str,
+    order: DateOrder,
+    this_year: i32,
+) -> impl Iterator<Item = Found> + '_ {
     NUMERIC.captures_iter(text).filter_map(move |caps| {
         let whole = caps.get(0)?;
-        let parts = [caps.get(1)?.as_str(), caps.get(3)?.as_str(), caps.get(5)?.as_str()];
+        let parts = [
+            caps.get(1)?.as_str(),
+            caps.get(3)?.as_str(),
+            caps.get(5)?.as_str(),
+        ];
         let separators = [caps.get(2)?.as_str(), caps.get(4)?.as_str()];
         let (date, short_year) = read(parts, separators, order, this_year)?;
         let separator = separators[0].trim().chars().next()?;
@@ -179,7 +188,10 @@ mod tests {
         assert_eq!(dates("l2.03.2024", DateOrder::Dmy), [date!(2024 - 03 - 12)]);
         assert_eq!(dates("O1/O2/2O24", DateOrder::Dmy), [date!(2024 - 02 - 01)]);
         assert_eq!(dates("I5.O3.2024", DateOrder::Dmy), [date!(2024 - 03 - 15)]);
-        assert_eq!(dates("12 .03. 2024", DateOrder::Dmy), [date!(2024 - 03 - 12)]);
+        assert_eq!(
+            dates("12 .03. 2024", DateOrder::Dmy),
+            [date!(2024 - 03 - 12)]
+        );
         assert!(dates("lO.Il.2024", DateOrder::Dmy).is_empty());
         assert!(dates("Il.03.2024", DateOrder::Dmy).is_empty());
     }

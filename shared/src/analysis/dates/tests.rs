@@ -582,7 +582,12 @@ fn real_looking_documents_in_every_language_are_dated() {
             ));
         }
     }
-    assert!(wrong.is_empty(), "{} wrong:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
     for language in DateLanguage::ALL {
         let documents = DOCUMENTS
             .iter()
@@ -598,7 +603,10 @@ fn month_names_are_read_only_in_the_tenants_languages() {
     assert_eq!(read(text, &[It], Dmy), Some(date!(2024 - 02 - 05)));
     assert_eq!(read(text, &[De, Fr], Dmy), None);
     // Numeric dates need no language.
-    assert_eq!(read("Datum 05.02.2024", &[Pt], Dmy), Some(date!(2024 - 02 - 05)));
+    assert_eq!(
+        read("Datum 05.02.2024", &[Pt], Dmy),
+        Some(date!(2024 - 02 - 05))
+    );
 }
 
 #[test]
@@ -607,8 +615,14 @@ fn the_same_ambiguous_text_reads_differently_in_each_order() {
     assert_eq!(read(text, &[En], Dmy), Some(date!(2024 - 04 - 03)));
     assert_eq!(read(text, &[En], Mdy), Some(date!(2024 - 03 - 04)));
     assert_eq!(read(text, &[En], Ymd), Some(date!(2024 - 03 - 04)));
-    assert_eq!(read("Date: 24.03.04", &[En], Ymd), Some(date!(2024 - 03 - 04)));
-    assert_eq!(read("Date: 24.03.04", &[En], Dmy), Some(date!(2004 - 03 - 24)));
+    assert_eq!(
+        read("Date: 24.03.04", &[En], Ymd),
+        Some(date!(2024 - 03 - 04))
+    );
+    assert_eq!(
+        read("Date: 24.03.04", &[En], Dmy),
+        Some(date!(2004 - 03 - 24))
+    );
 }
 
 #[test]
@@ -625,4 +639,3 @@ fn hostile_text_is_read_in_one_pass_and_finds_only_real_dates() {
     text.push_str("Datum: 29.02.2024");
     assert_eq!(dmy(&text), Some(date!(2024 - 02 - 29)));
 }
-
