@@ -107,7 +107,7 @@ fn read(
         }
         // A two-digit year: every part two digits, but for slashes (`6/14/24`); the
         // tenant's order says where the year is.
-        [1 | 2, 1 | 2, 2] | [2, 1 | 2, 1 | 2] => {
+        [1 | 2, 1 | 2, 2] | [2, 1 | 2, 1] => {
             if separator != '/' && lengths != [2, 2, 2] {
                 return None;
             }
