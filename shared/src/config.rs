@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::analysis::dates::DateLanguage;
 use crate::secret::Secret;
 
 /// The development signing secret shipped in `config/default.toml`; production refuses it.
@@ -152,14 +153,36 @@ pub struct EnqueueLimitSettings {
     pub burst: i32,
 }
 
-/// How a numeric date with two small parts (`03/04/2024`) is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// How a numeric date with two small parts (`03/04/2024`) is read (Paperless-ngx's
+/// `DATE_ORDER`); a tenant may have its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DateOrder {
     /// Day first: 03/04/2024 is 3 April.
     Dmy,
     /// Month first: 03/04/2024 is 4 March.
     Mdy,
+    /// Year first: 24/03/04 is 4 March 2024, and 03/04/2024 is read month first.
+    Ymd,
+}
+
+impl DateOrder {
+    pub const ALL: [DateOrder; 3] = [Self::Dmy, Self::Mdy, Self::Ymd];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dmy => "dmy",
+            Self::Mdy => "mdy",
+            Self::Ymd => "ymd",
+        }
+    }
+
+    /// The order a name says, in any case (`"DMY"` is `Dmy`).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|order| order.as_str().eq_ignore_ascii_case(name.trim()))
+    }
 }
 
 /// How external tools are confined (see `analysis::tools`).
@@ -178,7 +201,11 @@ pub struct AnalysisSettings {
     /// Tesseract languages, `+`-joined (`eng`, `eng+deu`); each needs its
     /// `tesseract-ocr-<lang>` package.
     pub ocr_languages: String,
+    /// The date order of tenants without one of their own.
     pub date_order: DateOrder,
+    /// The languages month names are read in for tenants without their own (Paperless-ngx's
+    /// `DATE_PARSER_LANGUAGES`); at least one.
+    pub date_languages: Vec<DateLanguage>,
     /// Pages of a scanned PDF that are read by OCR.
     pub ocr_max_pages: u32,
     pub thumbnail_width: u32,
@@ -586,6 +613,7 @@ impl Settings {
                     .with_list_parse_key("worker.queues")
                     .with_list_parse_key("redis.cluster_urls")
                     .with_list_parse_key("webhooks.allowed_networks")
+                    .with_list_parse_key("analysis.date_languages")
                     .try_parsing(true)
                     .source(Some(source.env.clone())),
             );
@@ -663,6 +691,9 @@ impl Settings {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'_')
         {
             return unsafe_setting("analysis.ocr_languages must look like eng or eng+deu");
+        }
+        if self.analysis.date_languages.is_empty() {
+            return unsafe_setting("analysis.date_languages must name at least one language");
         }
         if self.analysis.thumbnail_width == 0
             || self.analysis.max_image_dimension == 0
@@ -880,6 +911,36 @@ mod tests {
             assert!(
                 Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
                 "{key} = {value} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn date_languages_and_order_come_from_the_files_or_the_environment() {
+        use crate::analysis::dates::DateLanguage;
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.analysis.date_order, DateOrder::Dmy);
+        assert_eq!(defaults.analysis.date_languages, DateLanguage::ALL.to_vec());
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[
+                ("QUIRE__ANALYSIS__DATE_LANGUAGES", "de,en"),
+                ("QUIRE__ANALYSIS__DATE_ORDER", "ymd"),
+            ],
+        ))
+        .expect("settings");
+        assert_eq!(
+            settings.analysis.date_languages,
+            vec![DateLanguage::De, DateLanguage::En]
+        );
+        assert_eq!(settings.analysis.date_order, DateOrder::Ymd);
+        for (key, value) in [
+            ("QUIRE__ANALYSIS__DATE_LANGUAGES", "de,xx"),
+            ("QUIRE__ANALYSIS__DATE_ORDER", "dym"),
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key}={value}"
             );
         }
     }

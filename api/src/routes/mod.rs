@@ -15,6 +15,7 @@ mod members;
 mod openapi;
 mod operator_queues;
 mod operator_tenants;
+mod settings;
 mod trash;
 mod webhooks;
 
@@ -127,6 +128,7 @@ route_table! {
         "/webhooks/{webhook_id}/deliveries" { get => webhooks::deliveries }
         "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver" { post => webhooks::redeliver }
         "/events" { get => events::subscribe }
+        "/settings" { get => settings::get, patch => settings::patch }
     }
 }
 

@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     bulk, catalogue, content, documents, edit, events, health, jobs, listing, members,
-    operator_queues, operator_tenants, trash, webhooks,
+    operator_queues, operator_tenants, settings, trash, webhooks,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
@@ -48,6 +48,8 @@ use crate::views::{
         webhooks::deliveries,
         webhooks::redeliver,
         events::subscribe,
+        settings::get,
+        settings::patch,
         operator_tenants::create,
         operator_tenants::list,
         operator_tenants::get,
@@ -86,7 +88,10 @@ use crate::views::{
         webhooks::WebhookPatchBody,
         webhooks::WebhookView,
         webhooks::CreatedWebhookView,
-        webhooks::DeliveryView
+        webhooks::DeliveryView,
+        settings::SettingsView,
+        settings::EffectiveDates,
+        settings::SettingsPatch
     )),
     modifiers(&BearerToken),
     security(("bearer" = []))

@@ -4,6 +4,7 @@
 mod admin_metrics;
 mod analysis;
 mod dashboard;
+mod date_settings;
 mod documents_api;
 mod enqueue_limit;
 mod etags;

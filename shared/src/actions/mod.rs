@@ -13,6 +13,7 @@ pub mod members;
 pub mod ops_sessions;
 pub mod scheduling;
 pub mod scrub;
+pub mod settings;
 pub mod storage_migration;
 pub mod tenants;
 pub mod trash;

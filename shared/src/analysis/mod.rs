@@ -117,6 +117,9 @@ fn kind_of(content_type: &str) -> Kind {
 
 pub struct Analyzer {
     settings: AnalysisSettings,
+    /// How dates are read: the configuration's defaults unless `reading_dates` says
+    /// the tenant's.
+    dates: dates::DateReading,
 }
 
 pub(super) const MIB: u64 = 1024 * 1024;
@@ -125,7 +128,16 @@ const MIN_TEXT_LAYER_CHARS: usize = 16;
 
 impl Analyzer {
     pub fn new(settings: AnalysisSettings) -> Self {
-        Self { settings }
+        let dates = dates::DateReading::new(&settings.date_languages, settings.date_order);
+        Self { settings, dates }
+    }
+
+    /// Reads dates as `reading` says (the tenant's languages and order).
+    pub fn reading_dates(self, reading: dates::DateReading) -> Self {
+        Self {
+            dates: reading,
+            ..self
+        }
     }
 
     pub(super) fn limits(&self, max_output_bytes: usize) -> ToolLimits {
@@ -162,7 +174,7 @@ impl Analyzer {
             .take(self.settings.max_text_chars)
             .collect();
         let today = OffsetDateTime::now_utc().date();
-        let issued_at = dates::detect_issued_at(&text, self.settings.date_order, today);
+        let issued_at = dates::detect_issued_at(&text, self.dates, today);
         Ok(Analysis {
             thumbnail,
             text,

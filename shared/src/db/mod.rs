@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod assets;
 pub mod connect;
+pub mod date_settings;
 pub mod documents;
 pub mod enqueue_budget;
 pub mod idempotency;

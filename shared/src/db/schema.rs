@@ -14,6 +14,8 @@ diesel::table! {
         processing_paused_at -> Nullable<Timestamptz>,
         enqueue_rate_per_second -> Nullable<Int4>,
         enqueue_burst -> Nullable<Int4>,
+        date_languages -> Nullable<Array<Text>>,
+        date_order -> Nullable<Text>,
     }
 }
 

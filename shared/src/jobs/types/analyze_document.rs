@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::actions::settings;
 use crate::analysis::{Analysis, AnalysisError, Analyzer};
 use crate::db::DbError;
 use crate::db::analysis::{self, Findings};
@@ -263,7 +264,7 @@ impl BackgroundJob for AnalyzeDocument {
             payload.document_version_id,
         )
         .await?;
-        {
+        let date_reading = {
             let mut conn = context.connection().await?;
             let started =
                 analysis::start_processing(&mut conn, &fence, job.tenant_id, payload.document_id)
@@ -275,7 +276,11 @@ impl BackgroundJob for AnalyzeDocument {
                     "the document is gone or in the trash",
                 ));
             }
-        }
+            // The tenant's date languages and order, as they are when the run starts.
+            settings::date_reading(&mut conn, job.tenant_id, &context.settings.analysis)
+                .await
+                .map_err(JobError::database)?
+        };
 
         let work = tempfile::tempdir().map_err(|error| {
             JobError::transient(
@@ -290,6 +295,7 @@ impl BackgroundJob for AnalyzeDocument {
             return Ok(());
         }
         let found = Analyzer::new(context.settings.analysis.clone())
+            .reading_dates(date_reading)
             .analyze(&source, &version.content_type, work.path())
             .await
             .map_err(analysis_error)?;
