@@ -112,7 +112,7 @@ pub struct AnalysisSettings {
     /// `tesseract-ocr-<lang>` package.
     pub ocr_languages: String,
     pub date_order: DateOrder,
-    /// Pages of a scanned PDF that are read by OCR.
+    /// Pages of a scanned PDF that are read by OCR; a scan with more gets no archive copy.
     pub ocr_max_pages: u32,
     pub thumbnail_width: u32,
     /// Limits of every external tool run (pdftoppm, pdftotext, tesseract): wall clock,

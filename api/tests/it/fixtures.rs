@@ -87,33 +87,49 @@ pub fn turned_scan(lines: &[&str], quarter_turns: u8, skew_degrees: f64) -> Vec<
     png
 }
 
-/// An image-only PDF, as a scanner writes one: the pixels of the grey PNG `scan` as the
-/// one image of a page sized for 150 dpi, and no text layer.
-pub fn image_pdf(scan: &[u8]) -> Vec<u8> {
-    let gray = image::load_from_memory(scan).expect("png").into_luma8();
-    let (width, height) = gray.dimensions();
-    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-    encoder.write_all(gray.as_raw()).expect("compress");
-    let pixels = encoder.finish().expect("finish");
-    let (points_wide, points_high) = (width * 72 / 150, height * 72 / 150);
-    let content = format!("q {points_wide} 0 0 {points_high} 0 0 cm /Im1 Do Q\n");
-    pdf_of(&[
+/// An image-only PDF, as a scanner writes one: a page for each grey PNG of `scans`, its
+/// pixels the page's one image, sized for 150 dpi; no text layer.
+pub fn image_pdf(scans: &[&[u8]]) -> Vec<u8> {
+    // Objects: 1 the catalog, 2 the page tree, then a page, its content and its image.
+    let kids: Vec<String> = (0..scans.len())
+        .map(|page| format!("{} 0 R", 3 + 3 * page))
+        .collect();
+    let mut objects = vec![
         b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
         format!(
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {points_wide} {points_high}] \
-             /Resources << /XObject << /Im1 5 0 R >> >> /Contents 4 0 R >>"
+            "<< /Type /Pages /Kids [{}] /Count {} >>",
+            kids.join(" "),
+            scans.len()
         )
         .into_bytes(),
-        stream("", content.as_bytes()),
-        stream(
+    ];
+    for (page, scan) in scans.iter().enumerate() {
+        let gray = image::load_from_memory(scan).expect("png").into_luma8();
+        let (width, height) = gray.dimensions();
+        let mut encoder =
+            flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(gray.as_raw()).expect("compress");
+        let pixels = encoder.finish().expect("finish");
+        let (points_wide, points_high) = (width * 72 / 150, height * 72 / 150);
+        let content = format!("q {points_wide} 0 0 {points_high} 0 0 cm /Im1 Do Q\n");
+        let (contents, image) = (4 + 3 * page, 5 + 3 * page);
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {points_wide} {points_high}] \
+                 /Resources << /XObject << /Im1 {image} 0 R >> >> /Contents {contents} 0 R >>"
+            )
+            .into_bytes(),
+        );
+        objects.push(stream("", content.as_bytes()));
+        objects.push(stream(
             &format!(
                 "/Type /XObject /Subtype /Image /Width {width} /Height {height} \
                  /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode"
             ),
             &pixels,
-        ),
-    ])
+        ));
+    }
+    pdf_of(&objects)
 }
 
 /// A stream object: `entries` of its dictionary, its exact length, its bytes.

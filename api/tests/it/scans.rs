@@ -1,8 +1,9 @@
 //! Scans as they come off a feeder: turned a quarter, a half or three quarters and 3°
 //! askew, as PNG and as an image-only PDF. Each becomes READY with its words found, its
 //! date read and an upright thumbnail, and has a searchable archive copy
-//! (`GET …/archive`: a PDF whose text `pdftotext` reads). A document with a text layer
-//! has none (404 problem+json), and purge and tenant deletion take the copy with them.
+//! (`GET …/archive`: a PDF whose text `pdftotext` reads, every page of it). A document
+//! with a text layer has none, nor a scan longer than OCR reads (404 problem+json), and
+//! purge and tenant deletion take the copy with them.
 
 use std::process::Command;
 
@@ -135,7 +136,7 @@ async fn scans_turned_and_askew_are_read_upright_dated_and_archived_searchably()
     for (turns, word, as_pdf) in cases {
         let png = scan(word, turns, 3.0);
         let (bytes, filename) = if as_pdf {
-            (fixtures::image_pdf(&png), format!("{word}.pdf"))
+            (fixtures::image_pdf(&[&png]), format!("{word}.pdf"))
         } else {
             (png, format!("{word}.png"))
         };
@@ -199,6 +200,10 @@ async fn scans_turned_and_askew_are_read_upright_dated_and_archived_searchably()
 async fn only_scans_have_an_archive_copy_and_purge_and_tenant_deletion_remove_it() {
     let app = TestApp::spawn().await;
     let (scan_id, scan_job) = upload(&app, &app.token, scan("platypus", 0, 0.0), "a.png").await;
+    // Two pages, the second turned: one copy of both, upright.
+    let (first, second) = (scan("kangaroo", 0, 0.0), scan("wallaby", 2, 0.0));
+    let two_pages = fixtures::image_pdf(&[&first, &second]);
+    let (pages_id, pages_job) = upload(&app, &app.token, two_pages, "pages.pdf").await;
     let layered = fixtures::text_pdf(&["Rechnung Nr. 4711", "One quokka plush toy, 19.99 EUR"]);
     let (text_id, text_job) = upload(&app, &app.token, layered, "invoice.pdf").await;
     let (other_tenant, other_token) = app
@@ -218,10 +223,19 @@ async fn only_scans_have_an_archive_copy_and_purge_and_tenant_deletion_remove_it
 
     app.start_dispatcher();
     let _worker = app.start_worker();
-    for job in [scan_job, text_job, other_job] {
+    for job in [scan_job, pages_job, text_job, other_job] {
         app.wait_for_job(job, JobStatus::Succeeded).await;
     }
     assert_eq!(archive(&app, &app.token, scan_id).await.status(), 200);
+    let response = archive(&app, &app.token, pages_id).await;
+    assert_eq!(response.status(), 200);
+    let text = pdf_text(&response.bytes().await.expect("archive"));
+    let (kangaroo, wallaby) = (text.find("kangaroo"), text.find("wallaby"));
+    assert!(
+        kangaroo.is_some() && wallaby.is_some() && kangaroo < wallaby,
+        "both pages, in order: {text:?}"
+    );
+    assert_eq!(text.matches('\u{c}').count(), 2, "two pages: {text:?}");
     // A PDF with a text layer is searchable already: no copy.
     assert_eq!(
         refused(archive(&app, &app.token, text_id).await).await.2,
@@ -277,4 +291,24 @@ async fn only_scans_have_an_archive_copy_and_purge_and_tenant_deletion_remove_it
         .await;
     assert!(!app.context.is_stored(&key).await, "wiped with its tenant");
     assert_eq!(archive_key(&app, other_tenant, other_id).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_longer_than_ocr_reads_is_read_in_part_and_gets_no_archive_copy() {
+    let app = TestApp::spawn().await;
+    let (first, second) = (scan("emu", 0, 0.0), scan("cassowary", 0, 0.0));
+    let two_pages = fixtures::image_pdf(&[&first, &second]);
+    let (id, job) = upload(&app, &app.token, two_pages, "long.pdf").await;
+    app.start_dispatcher();
+    let _worker = app.start_worker_with(app.settings_with(|settings| {
+        settings.analysis.ocr_max_pages = 1;
+    }));
+    app.wait_for_job(job, JobStatus::Succeeded).await;
+    assert_eq!(search(&app, "emu").await, [id], "the page read is found");
+    assert!(search(&app, "cassowary").await.is_empty(), "the page past the limit is not read");
+    // A copy of the first page only would pass for the whole document.
+    assert_eq!(
+        refused(archive(&app, &app.token, id).await).await.2,
+        "archive_not_available"
+    );
 }

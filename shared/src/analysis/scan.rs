@@ -59,7 +59,9 @@ impl Analyzer {
             let dpi = (PAGE_DPI / decoded.factor).max(1);
             let gray = decoded.image.into_luma8();
             let (correction, read) = self.read_page(gray, dpi, &page, work).await?;
-            first.get_or_insert(correction);
+            if first.is_none() {
+                first = Some(correction);
+            }
             text.push_str(&read.text);
             text.push('\n');
             page_pdfs.push(read.pdf);
