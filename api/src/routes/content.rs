@@ -165,8 +165,7 @@ pub async fn archive(
             .ok_or(ApiError::NotFound)?;
     let not_available = || ApiError::NotAvailable {
         code: "archive_not_available",
-        detail: "this document has no archive copy: only scans get one, once analyzed"
-            .to_owned(),
+        detail: "this document has no archive copy: only scans get one, once analyzed".to_owned(),
     };
     let version = version.ok_or_else(not_available)?;
     let asset = assets::find(&mut conn, caller.tenant_id, version.id, AssetKind::Archive)
@@ -220,7 +219,10 @@ mod tests {
     fn an_archive_copy_is_named_after_the_original_as_a_pdf() {
         let id = Uuid::now_v7();
         assert_eq!(archive_filename(Some("scan.png"), id), "scan.pdf");
-        assert_eq!(archive_filename(Some("letter.2024.tiff"), id), "letter.2024.pdf");
+        assert_eq!(
+            archive_filename(Some("letter.2024.tiff"), id),
+            "letter.2024.pdf"
+        );
         assert_eq!(archive_filename(Some("scan.pdf"), id), "scan.pdf");
         assert_eq!(archive_filename(Some("noextension"), id), "noextension.pdf");
         assert_eq!(archive_filename(Some(".png"), id), format!("{id}.pdf"));

@@ -43,8 +43,10 @@ pub fn scanned_page(lines: &[&str]) -> Vec<u8> {
 /// `quarter_turns` clockwise. A PNG.
 pub fn turned_scan(lines: &[&str], quarter_turns: u8, skew_degrees: f64) -> Vec<u8> {
     let (sin, cos) = skew_degrees.to_radians().sin_cos();
-    let mut content =
-        format!("q 1 0 0 1 60 360 cm {cos:.5} {sin:.5} {:.5} {cos:.5} 0 0 cm\n", -sin);
+    let mut content = format!(
+        "q 1 0 0 1 60 360 cm {cos:.5} {sin:.5} {:.5} {cos:.5} 0 0 cm\n",
+        -sin
+    );
     content.push_str("BT /F1 14 Tf 20 TL 0 0 Td\n");
     for line in lines {
         content.push_str(&format!("({line}) '\n"));
@@ -106,8 +108,7 @@ pub fn image_pdf(scans: &[&[u8]]) -> Vec<u8> {
     for (page, scan) in scans.iter().enumerate() {
         let gray = image::load_from_memory(scan).expect("png").into_luma8();
         let (width, height) = gray.dimensions();
-        let mut encoder =
-            flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
         encoder.write_all(gray.as_raw()).expect("compress");
         let pixels = encoder.finish().expect("finish");
         let (points_wide, points_high) = (width * 72 / 150, height * 72 / 150);

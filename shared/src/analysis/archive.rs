@@ -22,18 +22,25 @@ impl Analyzer {
             [one] => one.clone(),
             many => {
                 let joined = work.join("archive.pdf");
-                let mut args: Vec<OsString> =
-                    many.iter().map(|page| page.as_os_str().to_owned()).collect();
+                let mut args: Vec<OsString> = many
+                    .iter()
+                    .map(|page| page.as_os_str().to_owned())
+                    .collect();
                 args.push(joined.as_os_str().to_owned());
-                tools::run("pdfunite", args, self.confinement(work), self.limits(64 * 1024))
-                    .await
-                    .map_err(pdf_tool_error)?;
+                tools::run(
+                    "pdfunite",
+                    args,
+                    self.confinement(work),
+                    self.limits(64 * 1024),
+                )
+                .await
+                .map_err(pdf_tool_error)?;
                 joined
             }
         };
         // Each page's PDF was bounded by the image budget; so is their sum, page by page.
-        let limit = (self.settings.image_memory_budget_mb * MIB + MIB)
-            .saturating_mul(pages.len() as u64);
+        let limit =
+            (self.settings.image_memory_budget_mb * MIB + MIB).saturating_mul(pages.len() as u64);
         within(&joined, limit).await?;
         Ok(Some(joined))
     }

@@ -25,7 +25,8 @@ pub(super) fn write_copy(gray: &GrayImage, path: &Path) -> Result<(), AnalysisEr
     let saved = if longer > OSD_SIDE {
         let scale = f64::from(OSD_SIDE) / f64::from(longer);
         let side = |length: u32| ((f64::from(length) * scale).round() as u32).max(1);
-        imageops::thumbnail(gray, side(width), side(height)).save_with_format(path, image::ImageFormat::Png)
+        imageops::thumbnail(gray, side(width), side(height))
+            .save_with_format(path, image::ImageFormat::Png)
     } else {
         gray.save_with_format(path, image::ImageFormat::Png)
     };
@@ -143,8 +144,11 @@ mod tests {
         }
         content.push_str("ET\n");
         let pdf = work.join("page.pdf");
-        std::fs::write(&pdf, super::super::text_page::one_page_pdf("Helvetica", &content))
-            .expect("pdf");
+        std::fs::write(
+            &pdf,
+            super::super::text_page::one_page_pdf("Helvetica", &content),
+        )
+        .expect("pdf");
         let status = std::process::Command::new("pdftoppm")
             .args(["-r", "100", "-gray", "-png", "-singlefile"])
             .arg(&pdf)
@@ -152,7 +156,9 @@ mod tests {
             .status()
             .expect("pdftoppm (scripts/test installs poppler-utils)");
         assert!(status.success());
-        image::open(work.join("page.png")).expect("page").into_luma8()
+        image::open(work.join("page.png"))
+            .expect("page")
+            .into_luma8()
     }
 
     #[tokio::test]
@@ -169,11 +175,20 @@ mod tests {
             (page.clone(), 0),
         ] {
             write_copy(&turned, &osd).expect("copy");
-            let turns = analyzer.quarter_turns(&osd, work.path()).await.expect("ran");
+            let turns = analyzer
+                .quarter_turns(&osd, work.path())
+                .await
+                .expect("ran");
             assert_eq!(turns, back);
         }
         // A blank page has too few characters to tell: read as it is, not failed.
         write_copy(&GrayImage::from_pixel(600, 800, image::Luma([255])), &osd).expect("copy");
-        assert_eq!(analyzer.quarter_turns(&osd, work.path()).await.expect("ran"), 0);
+        assert_eq!(
+            analyzer
+                .quarter_turns(&osd, work.path())
+                .await
+                .expect("ran"),
+            0
+        );
     }
 }

@@ -27,11 +27,12 @@ impl Analyzer {
         })
         .await??;
         let dpi = raster::assumed_dpi(gray.width(), gray.height());
-        let (correction, read) = self.read_page(gray, dpi, &work.join("ocr.png"), work).await?;
-        let thumbnail = blocking(move || {
-            raster::upright_thumbnail(thumbnail_source, &correction, width)
-        })
-        .await??;
+        let (correction, read) = self
+            .read_page(gray, dpi, &work.join("ocr.png"), work)
+            .await?;
+        let thumbnail =
+            blocking(move || raster::upright_thumbnail(thumbnail_source, &correction, width))
+                .await??;
         Ok(Found {
             thumbnail,
             text: read.text,

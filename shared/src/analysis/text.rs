@@ -28,7 +28,12 @@ impl Analyzer {
         source: &Path,
         work: &Path,
     ) -> Result<String, AnalysisError> {
-        let last = self.settings.ocr_max_pages.saturating_add(1).max(100).to_string();
+        let last = self
+            .settings
+            .ocr_max_pages
+            .saturating_add(1)
+            .max(100)
+            .to_string();
         let out = tools::run(
             "pdftotext",
             [

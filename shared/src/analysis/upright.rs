@@ -317,6 +317,10 @@ mod tests {
         }
         .apply(red, image::Rgb([255, 255, 255]));
         assert_eq!(rotated.get_pixel(20, 15).0, [200, 10, 10]);
-        assert_eq!(rotated.get_pixel(0, 0).0, [255, 255, 255], "a corner uncovered");
+        assert_eq!(
+            rotated.get_pixel(0, 0).0,
+            [255, 255, 255],
+            "a corner uncovered"
+        );
     }
 }
