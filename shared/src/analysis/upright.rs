@@ -38,7 +38,7 @@ pub(super) struct Correction {
 
 impl Correction {
     pub fn is_none(&self) -> bool {
-        self.quarter_turns % 4 == 0 && self.skew_degrees == 0.0
+        self.quarter_turns.is_multiple_of(4) && self.skew_degrees == 0.0
     }
 
     /// Whether the page's width and height trade places.
