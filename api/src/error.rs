@@ -23,6 +23,10 @@ pub enum ApiError {
     /// A missing row and another tenant's row answer the same.
     #[error("not found")]
     NotFound,
+    /// The document exists, but not what was asked of it (a scan's archive copy of a
+    /// document that is no scan): 404 with a code of its own.
+    #[error("{detail}")]
+    NotAvailable { code: &'static str, detail: String },
     #[error("{detail}")]
     BadRequest { code: &'static str, detail: String },
     #[error("{detail}")]
@@ -154,6 +158,7 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::NotFound => "not_found",
             Self::Forbidden { code, .. }
+            | Self::NotAvailable { code, .. }
             | Self::BadRequest { code, .. }
             | Self::Unprocessable { code, .. }
             | Self::Conflict { code, .. } => code,
@@ -182,7 +187,7 @@ impl ApiError {
         match self {
             Self::Unauthorized => "Unauthorized",
             Self::Forbidden { .. } => "Forbidden",
-            Self::NotFound => "Not found",
+            Self::NotFound | Self::NotAvailable { .. } => "Not found",
             Self::BadRequest { .. } => "Bad request",
             Self::Unprocessable { .. } => "Unprocessable content",
             Self::Conflict { .. } => "Conflict",
@@ -298,7 +303,7 @@ impl ResponseError for ApiError {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
-            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::NotFound | Self::NotAvailable { .. } => StatusCode::NOT_FOUND,
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Conflict { .. } => StatusCode::CONFLICT,

@@ -206,7 +206,7 @@ pub struct AnalysisSettings {
     /// The languages month names are read in for tenants without their own (Paperless-ngx's
     /// `DATE_PARSER_LANGUAGES`); at least one.
     pub date_languages: Vec<DateLanguage>,
-    /// Pages of a scanned PDF that are read by OCR.
+    /// Pages of a scanned PDF that are read by OCR; a scan with more gets no archive copy.
     pub ocr_max_pages: u32,
     pub thumbnail_width: u32,
     /// Limits of every external tool run (pdftoppm, pdftotext, tesseract): wall clock,

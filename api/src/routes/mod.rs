@@ -117,6 +117,7 @@ route_table! {
         "/documents/{document_id}/restore" { post => trash::restore }
         "/documents/{document_id}/content" { get => content::content }
         "/documents/{document_id}/thumbnail" { get => content::thumbnail }
+        "/documents/{document_id}/archive" { get => content::archive }
         "/documents/{document_id}/processing-jobs" { get => jobs::list }
         "/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
         "/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }

@@ -32,6 +32,7 @@ use crate::views::{
         trash::restore,
         content::content,
         content::thumbnail,
+        content::archive,
         jobs::list,
         jobs::get,
         jobs::retry,

@@ -32,6 +32,7 @@ mod redis_outage;
 mod retry;
 mod route_walk;
 mod sandbox;
+mod scans;
 mod schedules;
 mod search_bounds;
 mod stale_runs;
