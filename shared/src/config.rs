@@ -109,7 +109,6 @@ impl WebhookSettings {
     }
 }
 
-
 /// The tenant event log as clients read it (`GET /api/events`) and how long it is kept.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
