@@ -87,6 +87,41 @@ async fn documents_of(app: &TestApp, tenant_id: Uuid) -> i64 {
         .expect("count")
 }
 
+/// Waits (up to 10 s) until the tenant's budget has nothing outstanding: its
+/// theoretical arrival time is no longer ahead of now. What the tenant took under one
+/// rate is still owed under the next; a test that changes the rate and expects the full
+/// new burst must first let the old takes pass.
+async fn await_budget_refilled(app: &TestApp, tenant_id: Uuid) {
+    use diesel::prelude::*;
+    use diesel::sql_types::{Bool, Uuid as SqlUuid};
+    use diesel_async::RunQueryDsl;
+    #[derive(QueryableByName)]
+    struct Refilled {
+        #[diesel(sql_type = Bool)]
+        refilled: bool,
+    }
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut conn = app.pool.get().await.expect("connection");
+    loop {
+        let row: Refilled = diesel::sql_query(
+            "SELECT NOT EXISTS (SELECT 1 FROM tenant_enqueue_budgets \
+                                WHERE tenant_id = $1 AND tat > now()) AS refilled",
+        )
+        .bind::<SqlUuid, _>(tenant_id)
+        .get_result(&mut conn)
+        .await
+        .expect("read the budget");
+        if row.refilled {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the budget never refilled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_api_processes_on_one_database_share_a_tenants_enqueue_rate() {
     let mut context = TestContext::new().await;
@@ -169,6 +204,9 @@ async fn a_tenants_own_enqueue_rate_overrides_the_default_and_under_it_nothing_c
     )
     .await;
     assert_eq!(status, 200, "{tenant}");
+    // The two jobs above are owed at the new rate too (20 ms at the default's 100 a
+    // second); a bulk costing the whole burst passes only once they are paid.
+    await_budget_refilled(&app, app.tenant_id).await;
     // A bulk larger than the burst costs the burst: it passes once, then waits.
     assert_eq!(
         bulk_verify(&app, &app.address, &app.token, 50)
