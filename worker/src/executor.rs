@@ -398,8 +398,8 @@ async fn succeed(
     Ok(applied)
 }
 
-/// `RUNNING → FAILED` and, when asked, the document `FAILED` — in one transaction, so the
-/// document never fails for a job whose fence no longer holds.
+/// `RUNNING → FAILED` and, when asked, the version and (while it is current) the document
+/// `FAILED` — in one transaction, so neither fails for a job whose fence no longer holds.
 async fn fail(
     conn: &mut AsyncPgConnection,
     job: &Job,
@@ -412,8 +412,8 @@ async fn fail(
         if !jobs::mark_failed(conn, fence, code, message).await? {
             return Ok(false);
         }
-        if let (true, Some(document_id)) = (fail_document, job.document_id) {
-            documents::mark_document_failed(conn, job.tenant_id, document_id, message).await?;
+        if fail_document && job.document_id.is_some() {
+            documents::mark_failed_for_job(conn, job.id, message).await?;
         }
         Ok(true)
     })

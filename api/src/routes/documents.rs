@@ -1,16 +1,10 @@
 //! Upload and read documents.
 
-use std::cell::Cell;
-use std::rc::Rc;
-use std::time::Duration;
-
-use actix_multipart::Multipart;
 use actix_web::{HttpRequest, HttpResponse, web};
-use quire_shared::actions::documents::{self as document_actions, StoredUpload};
+use quire_shared::actions::documents as document_actions;
 use quire_shared::db::documents;
 use quire_shared::db::intake::Recorded;
 use quire_shared::db::labels;
-use quire_shared::storage::StorageKey;
 use uuid::Uuid;
 
 use crate::auth::{DocumentReader, DocumentWriter};
@@ -18,32 +12,6 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use crate::upload;
 use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView};
-
-/// Room for multipart framing and a title around the file itself.
-const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
-
-fn declared_length(request: &HttpRequest) -> Option<u64> {
-    request
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
-}
-
-fn is_multipart_form(request: &HttpRequest) -> bool {
-    request
-        .headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| {
-            value
-                .trim_start()
-                .to_ascii_lowercase()
-                .starts_with("multipart/form-data")
-        })
-}
 
 /// `POST /api/documents`: store the file, then record the document, its version, an
 /// `analyze-document` job and its outbox event in ONE statement, which re-checks that the
@@ -72,52 +40,10 @@ pub async fn upload(
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let limit = state.settings.server.max_upload_bytes;
-    // Refuse a declared oversize body before reading (or storing) a byte of it; bodies
-    // without a length are cut off while streaming.
-    if declared_length(&request).is_some_and(|length| length > limit + MULTIPART_OVERHEAD_BYTES) {
-        return Err(ApiError::PayloadTooLarge { limit });
-    }
-    if !is_multipart_form(&request) {
-        return Err(ApiError::NotMultipart);
-    }
-    // Before a byte of the body is read or stored: a tenant over its rate costs nothing.
-    crate::enqueue_limit::admit(&state, caller.tenant_id, 1, "upload").await?;
-    let timed_out = Rc::new(Cell::new(false));
-    let timeout = Duration::from_millis(state.settings.server.upload_read_timeout_ms);
-    let body = upload::read_limited(payload, timeout, timed_out.clone());
-    let multipart = Multipart::new(request.headers(), body);
-    let version_id = Uuid::now_v7();
-    let key = StorageKey::document_source(caller.tenant_id, version_id);
-    let received = match upload::receive(state.store.as_ref(), &key, limit, multipart).await {
-        Ok(received) => received,
-        Err(error) => {
-            document_actions::discard(state.store.as_ref(), &key).await;
-            // The parser calls a stalled body malformed; it is not.
-            return Err(if timed_out.get() {
-                ApiError::UploadTimeout
-            } else {
-                error
-            });
-        }
-    };
-    let stored = StoredUpload {
-        key,
-        version_id,
-        digest: received.digest,
-        content_type: received.content_type,
-        original_filename: received.original_filename,
-        title: received.title,
-    };
+    let stored = upload::receive_request(&state, caller.tenant_id, &request, payload).await?;
     let document_caller = state.document_caller(&caller);
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;
-    let mut conn = match state.connection().await {
-        Ok(conn) => conn,
-        Err(error) => {
-            document_actions::discard(state.store.as_ref(), &stored.key).await;
-            return Err(error);
-        }
-    };
+    let mut conn = upload::connection_for(&state, &stored).await?;
     let Recorded {
         document,
         version,

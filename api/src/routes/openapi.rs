@@ -7,11 +7,14 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants, trash,
+    operator_tenants, trash, versions,
 };
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
     UploadForm, UploadView, VersionView,
+};
+use crate::views::{
+    DocumentVersionView, VersionForm, VersionListView, VersionUploadView,
 };
 
 #[derive(OpenApi)]
@@ -32,6 +35,9 @@ use crate::views::{
         trash::restore,
         content::content,
         content::thumbnail,
+        versions::upload,
+        versions::list,
+        versions::content,
         jobs::list,
         jobs::get,
         jobs::retry,
@@ -59,6 +65,10 @@ use crate::views::{
         DocumentView,
         SearchView,
         VersionView,
+        DocumentVersionView,
+        VersionListView,
+        VersionUploadView,
+        VersionForm,
         JobView,
         UploadView,
         UploadForm,

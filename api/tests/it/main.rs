@@ -40,4 +40,5 @@ mod tenant_isolation;
 mod tls;
 mod trash;
 mod upload_flow;
+mod versions;
 mod wipe_races;

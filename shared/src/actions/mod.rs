@@ -15,6 +15,7 @@ pub mod scrub;
 pub mod storage_migration;
 pub mod tenants;
 pub mod trash;
+pub mod versions;
 
 use diesel_async::AsyncPgConnection;
 

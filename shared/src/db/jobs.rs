@@ -606,15 +606,9 @@ pub async fn stop_at_shutdown(
                  error_code = $5, error_message = $6, updated_at = now() \
              WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
                AND j.last_task_id = $7 AND j.attempts >= j.max_attempts \
-             RETURNING j.id, j.tenant_id, j.document_id, j.job_type), \
-         document AS ( \
-             UPDATE documents AS d \
-             SET status = 'FAILED', processing_error = $6, updated_at = now() \
-             FROM failed \
-             WHERE d.id = failed.document_id AND d.tenant_id = failed.tenant_id \
-               AND failed.job_type = ANY($8) \
-             RETURNING d.id) \
-         SELECT (SELECT count(*) FROM event) AS requeued, (SELECT count(*) FROM failed) AS failed, \
+             RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload), ",
+        super::analysis::failed_analysis_ctes!("failed", "$6", "failed.job_type = ANY($8)"),
+        " SELECT (SELECT count(*) FROM event) AS requeued, (SELECT count(*) FROM failed) AS failed, \
              pg_notify('quire_outbox', '') IS NULL AS notified"
     ))
     .bind::<SqlUuid, _>(fence.job_id)

@@ -136,7 +136,7 @@ pub async fn rescue_expired_leases(
     } else {
         let ids: Vec<Uuid> = spent.iter().map(|job| job.id).collect();
         let attempts: Vec<i32> = spent.iter().map(|job| job.attempts).collect();
-        diesel::sql_query(
+        diesel::sql_query(concat!(
             "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::int4[]) AS s(id, attempts)), \
              job AS ( \
                  UPDATE processing_jobs AS j \
@@ -146,17 +146,14 @@ pub async fn rescue_expired_leases(
                  FROM seen \
                  WHERE j.id = seen.id AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
                    AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts \
-                 RETURNING j.id, j.tenant_id, j.document_id, j.job_type), \
-             document AS ( \
-                 UPDATE documents AS d \
-                 SET status = 'FAILED', processing_error = 'processing this document kept failing', \
-                     updated_at = now() \
-                 FROM job \
-                 WHERE d.id = job.document_id AND d.tenant_id = job.tenant_id \
-                   AND job.job_type = ANY($3) \
-                 RETURNING d.id) \
-             SELECT count(*) AS count FROM job",
-        )
+                 RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload), ",
+            super::analysis::failed_analysis_ctes!(
+                "job",
+                "'processing this document kept failing'",
+                "job.job_type = ANY($3)"
+            ),
+            " SELECT count(*) AS count FROM job"
+        ))
         .bind::<Array<SqlUuid>, _>(ids)
         .bind::<Array<Int4>, _>(attempts)
         .bind::<Array<diesel::sql_types::Text>, _>(crate::jobs::document_status_owners())

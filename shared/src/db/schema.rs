@@ -48,6 +48,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         content_text -> Nullable<Text>,
+        last_version_number -> Int4,
     }
 }
 
@@ -62,6 +63,11 @@ diesel::table! {
         content_type -> Text,
         original_filename -> Nullable<Text>,
         created_at -> Timestamptz,
+        number -> Int4,
+        status -> Text,
+        processing_error -> Nullable<Text>,
+        findings_text -> Nullable<Text>,
+        findings_issued_at -> Nullable<Date>,
     }
 }
 

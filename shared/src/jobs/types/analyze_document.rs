@@ -1,7 +1,10 @@
 //! `analyze-document`: VerifyIntegrity → GenerateThumbnails → ExtractText →
-//! DetermineIssuedAt → IndexDocument. The document is `PROCESSING` from the start of a
-//! run, `READY` with the job's success, `FAILED` with a safe error when the file cannot
-//! be analyzed. Every write is fenced by the job's claim: each object write checks the
+//! DetermineIssuedAt → IndexDocument, for the version its payload names. The version is
+//! `PROCESSING` from the start of a run, `READY` with the job's success, `FAILED` with a
+//! safe error when the file cannot be analyzed; the document follows while that version
+//! is its current one. A newer version becomes current with its analysis's success (the
+//! previous one stays current and searchable until then), unless a still newer one
+//! became current first (docs/decisions.md, "Document versions"). Every write is fenced by the job's claim: each object write checks the
 //! fence first and goes to a key of this run's own, and only the fenced IndexDocument
 //! commit makes those objects current (the asset rows, keyed by version and kind, name
 //! them). Objects of a run that lost its fence are deleted by the run, or left to the
@@ -96,7 +99,7 @@ async fn delete_objects(context: &JobContext, keys: &[StorageKey]) {
 enum Indexed {
     /// Findings and assets are current; these objects the rows named before are not.
     Current { superseded: Vec<StorageKey> },
-    /// The document moved on (a new version, gone): nothing to record for this version.
+    /// The version is gone: nothing to record for it.
     DocumentMovedOn,
 }
 
@@ -119,9 +122,11 @@ impl From<DbError> for IndexError {
     }
 }
 
-/// IndexDocument: text, date, assets and search vector in ONE fenced transaction — the
-/// commit that makes this run's objects current. Every statement carries the fence; if
-/// any finds it gone, all of it rolls back.
+/// IndexDocument: the version's findings (text, date) and assets in ONE fenced
+/// transaction — the commit that makes this run's objects the version's. Every statement
+/// carries the fence; if any finds it gone, all of it rolls back. The findings reach the
+/// document and its search vector with the job's success (`commit_success`), when the
+/// version is, or becomes, the current one.
 async fn index(
     conn: &mut AsyncPgConnection,
     fence: &Fence,
@@ -147,7 +152,7 @@ async fn index(
         )
         .await?
         {
-            // The fence held a statement ago, so the document is what moved on.
+            // The fence held a statement ago, so the version is what is gone.
             return Ok(Indexed::DocumentMovedOn);
         }
         let mut superseded = Vec::new();
@@ -265,10 +270,15 @@ impl BackgroundJob for AnalyzeDocument {
         .await?;
         {
             let mut conn = context.connection().await?;
-            let started =
-                analysis::start_processing(&mut conn, &fence, job.tenant_id, payload.document_id)
-                    .await
-                    .map_err(JobError::database)?;
+            let started = analysis::start_processing(
+                &mut conn,
+                &fence,
+                job.tenant_id,
+                payload.document_id,
+                payload.document_version_id,
+            )
+            .await
+            .map_err(JobError::database)?;
             if !started {
                 return Err(JobError::permanent(
                     "document_missing",
@@ -307,7 +317,7 @@ impl BackgroundJob for AnalyzeDocument {
             }
             Ok(Indexed::DocumentMovedOn) => {
                 objects.discard(context).await;
-                tracing::info!("analysis results not recorded: the document moved on");
+                tracing::info!("analysis results not recorded: the version is gone");
                 Ok(())
             }
             Err(error) => {
@@ -324,13 +334,19 @@ impl BackgroundJob for AnalyzeDocument {
         conn: &mut AsyncPgConnection,
         job: &Job,
     ) -> Result<(), DbError> {
-        analysis::mark_ready(
+        let outcome = analysis::make_current(
             conn,
             job.tenant_id,
             self.document_id,
             self.document_version_id,
         )
         .await?;
+        if outcome == analysis::Outcome::Superseded {
+            tracing::info!(
+                version_id = %self.document_version_id,
+                "version analyzed; a newer version is current"
+            );
+        }
         Ok(())
     }
 }
