@@ -284,7 +284,7 @@ async fn a_new_version_takes_the_upload_rules_and_a_trashed_document_refuses_one
     // An empty file, a type outside the allowlist, a title part.
     let response = post_version(&app, &app.token, document_id, Vec::new()).await;
     assert_eq!(response.status(), 422);
-    let response = post_version(&app, &app.token, document_id, b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff\x00\x00".to_vec()).await;
+    let response = post_version(&app, &app.token, document_id, b"PK\x03\x04\x14\x00\x00\x00\x08\x00".to_vec()).await;
     assert_eq!(response.status(), 415);
     let form = Form::new()
         .part("file", Part::bytes(b"a retitled draft".to_vec()).file_name("a.txt"))

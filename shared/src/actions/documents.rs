@@ -103,6 +103,10 @@ pub async fn delete(
             hold(conn, &caller.tenant_write()).await?;
             if let Some(document) = documents::trash_document(conn, tenant_id, document_id).await? {
                 let cancelled = jobs::cancel_document_jobs(conn, tenant_id, document_id).await?;
+                // A version whose analysis was just cancelled does not stay `PENDING`
+                // for ever (the trashed document itself keeps its status).
+                let owners = crate::jobs::document_status_owners();
+                documents::settle_after_cancel(conn, tenant_id, document_id, &owners).await?;
                 return Ok(Deleted::Trashed(document, cancelled));
             }
             documents::find_document_including_trashed(conn, tenant_id, document_id)

@@ -233,7 +233,7 @@ impl BackgroundJob for AnalyzeDocument {
             ("document_version_id", "uuid"),
             ("force", "boolean"),
         ],
-        enqueued_by: "upload, bulk re-analyze, metadata edit",
+        enqueued_by: "upload, new version, bulk re-analyze, metadata edit",
         work: "verify integrity, thumbnails, text and OCR, issued-at date, search index",
     };
     const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);
