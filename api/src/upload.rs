@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use actix_multipart::{Field, Multipart, MultipartError};
 use actix_web::error::PayloadError;
+use actix_web::{HttpRequest, web};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use actix_web::{HttpRequest, web};
 use quire_shared::actions::documents::{StoredUpload, discard};
 use quire_shared::storage::{Digested, ObjectStore, StorageError, StorageKey, put_digested};
 use uuid::Uuid;

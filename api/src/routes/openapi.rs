@@ -9,12 +9,10 @@ use super::{
     bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
     operator_tenants, trash, versions,
 };
+use crate::views::{DocumentVersionView, VersionForm, VersionListView, VersionUploadView};
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
     UploadForm, UploadView, VersionView,
-};
-use crate::views::{
-    DocumentVersionView, VersionForm, VersionListView, VersionUploadView,
 };
 
 #[derive(OpenApi)]

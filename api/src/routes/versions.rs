@@ -120,9 +120,14 @@ pub async fn list(
         ));
     }
     let mut conn = state.connection().await?;
-    let (document, listed) =
-        version_actions::list(&mut conn, caller.tenant_id, document_id, query.before, limit)
-            .await?;
+    let (document, listed) = version_actions::list(
+        &mut conn,
+        caller.tenant_id,
+        document_id,
+        query.before,
+        limit,
+    )
+    .await?;
     let next_before = (i64::try_from(listed.len()).ok() == Some(limit))
         .then(|| listed.last().map(|version| version.number))
         .flatten()

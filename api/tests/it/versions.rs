@@ -75,7 +75,12 @@ fn entry(listed: &[Value], version_id: Uuid) -> Value {
 
 async fn search(app: &TestApp, q: &str) -> Vec<String> {
     let (status, body) = app
-        .json_as(Method::GET, &app.token, &format!("/api/documents?q={q}"), None)
+        .json_as(
+            Method::GET,
+            &app.token,
+            &format!("/api/documents?q={q}"),
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     body["documents"]
@@ -148,7 +153,11 @@ async fn a_new_version_becomes_current_only_when_its_analysis_succeeds() {
     let content = format!("/api/documents/{document_id}/content");
     assert_eq!(bytes_at(&app, &content).await, first);
     let second_content = format!("/api/documents/{document_id}/versions/{second_id}/content");
-    assert_eq!(bytes_at(&app, &second_content).await, second, "a pending version downloads");
+    assert_eq!(
+        bytes_at(&app, &second_content).await,
+        second,
+        "a pending version downloads"
+    );
 
     let _worker = app.start_worker();
     app.wait_for_job(second_job, JobStatus::Succeeded).await;
@@ -156,14 +165,27 @@ async fn a_new_version_becomes_current_only_when_its_analysis_succeeds() {
     assert_eq!(shown["status"], "READY");
     assert_eq!(shown["current_version"]["id"], second_id.to_string());
     assert_eq!(search(&app, "pangolin").await, [document_id.to_string()]);
-    assert!(search(&app, "aardvark").await.is_empty(), "the index follows the current version");
+    assert!(
+        search(&app, "aardvark").await.is_empty(),
+        "the index follows the current version"
+    );
     assert_eq!(bytes_at(&app, &content).await, second);
     let listed = versions(&app, document_id).await;
-    assert_eq!((listed[0]["status"].as_str(), listed[0]["current"].as_bool()), (Some("READY"), Some(true)));
-    assert_eq!((listed[1]["status"].as_str(), listed[1]["current"].as_bool()), (Some("READY"), Some(false)));
+    assert_eq!(
+        (listed[0]["status"].as_str(), listed[0]["current"].as_bool()),
+        (Some("READY"), Some(true))
+    );
+    assert_eq!(
+        (listed[1]["status"].as_str(), listed[1]["current"].as_bool()),
+        (Some("READY"), Some(false))
+    );
     let first_id = uuid_at(&listed[1], "/id");
     let first_content = format!("/api/documents/{document_id}/versions/{first_id}/content");
-    assert_eq!(bytes_at(&app, &first_content).await, first, "an older version downloads");
+    assert_eq!(
+        bytes_at(&app, &first_content).await,
+        first,
+        "an older version downloads"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,14 +213,21 @@ async fn a_failed_version_is_listed_failed_and_an_older_one_analyzed_late_never_
     assert_eq!(entry2["current"], false);
     assert!(entry2["processing_error"].is_string());
     let shown = document(&app, document_id).await;
-    assert_eq!(shown["status"], "READY", "the previous version stays current: {shown}");
+    assert_eq!(
+        shown["status"], "READY",
+        "the previous version stays current: {shown}"
+    );
     assert_eq!(shown["current_version"]["number"], 1);
     assert_eq!(search(&app, "wombat").await, [document_id.to_string()]);
 
     // Version 3 becomes current; then version 2, repaired and retried, succeeds last.
-    let (third_id, third_job) = new_version(&app, document_id, b"version three speaks of an okapi").await;
+    let (third_id, third_job) =
+        new_version(&app, document_id, b"version three speaks of an okapi").await;
     app.wait_for_job(third_job, JobStatus::Succeeded).await;
-    assert_eq!(document(&app, document_id).await["current_version"]["id"], third_id.to_string());
+    assert_eq!(
+        document(&app, document_id).await["current_version"]["id"],
+        third_id.to_string()
+    );
     app.context.overwrite_stored(&second_key, &second).await;
     let (status, body) = app
         .json_as(
@@ -228,7 +257,10 @@ async fn a_failed_version_is_listed_failed_and_an_older_one_analyzed_late_never_
     assert!(search(&app, "narwhal").await.is_empty());
     let listed = versions(&app, document_id).await;
     let entry2 = entry(&listed, second_id);
-    assert_eq!((entry2["status"].as_str(), entry2["current"].as_bool()), (Some("READY"), Some(false)));
+    assert_eq!(
+        (entry2["status"].as_str(), entry2["current"].as_bool()),
+        (Some("READY"), Some(false))
+    );
     assert_eq!(entry(&listed, third_id)["current"], true);
 }
 
@@ -284,14 +316,26 @@ async fn a_new_version_takes_the_upload_rules_and_a_trashed_document_refuses_one
     // An empty file, a type outside the allowlist, a title part.
     let response = post_version(&app, &app.token, document_id, Vec::new()).await;
     assert_eq!(response.status(), 422);
-    let response = post_version(&app, &app.token, document_id, b"PK\x03\x04\x14\x00\x00\x00\x08\x00".to_vec()).await;
+    let response = post_version(
+        &app,
+        &app.token,
+        document_id,
+        b"PK\x03\x04\x14\x00\x00\x00\x08\x00".to_vec(),
+    )
+    .await;
     assert_eq!(response.status(), 415);
     let form = Form::new()
-        .part("file", Part::bytes(b"a retitled draft".to_vec()).file_name("a.txt"))
+        .part(
+            "file",
+            Part::bytes(b"a retitled draft".to_vec()).file_name("a.txt"),
+        )
         .text("title", "a new title");
     let response = app
         .http
-        .post(format!("{}/api/documents/{document_id}/versions", app.address))
+        .post(format!(
+            "{}/api/documents/{document_id}/versions",
+            app.address
+        ))
         .bearer_auth(&app.token)
         .multipart(form)
         .send()
@@ -303,19 +347,41 @@ async fn a_new_version_takes_the_upload_rules_and_a_trashed_document_refuses_one
     let response = post_version(&app, &other, document_id, b"a stranger's draft".to_vec()).await;
     assert_eq!(response.status(), 404);
     let (status, _) = app
-        .json_as(Method::GET, &other, &format!("/api/documents/{document_id}/versions"), None)
+        .json_as(
+            Method::GET,
+            &other,
+            &format!("/api/documents/{document_id}/versions"),
+            None,
+        )
         .await;
     assert_eq!(status, 404);
     let response = app
-        .get_as(&app.token, &format!("/api/documents/{document_id}/versions/{}/content", Uuid::now_v7()))
+        .get_as(
+            &app.token,
+            &format!(
+                "/api/documents/{document_id}/versions/{}/content",
+                Uuid::now_v7()
+            ),
+        )
         .await;
     assert_eq!(response.status(), 404);
 
     let (status, _) = app
-        .json_as(Method::DELETE, &app.token, &format!("/api/documents/{document_id}"), None)
+        .json_as(
+            Method::DELETE,
+            &app.token,
+            &format!("/api/documents/{document_id}"),
+            None,
+        )
         .await;
     assert_eq!(status, 200);
-    let response = post_version(&app, &app.token, document_id, b"a draft for the trash".to_vec()).await;
+    let response = post_version(
+        &app,
+        &app.token,
+        document_id,
+        b"a draft for the trash".to_vec(),
+    )
+    .await;
     assert_eq!(response.status(), 409);
     let body: Value = response.json().await.expect("json");
     assert_eq!(body["code"], "document_trashed", "{body}");
@@ -374,7 +440,8 @@ async fn purging_a_document_removes_every_version_and_asset() {
     assert_eq!(status, 200);
     let (status, body) = app.json_as(Method::DELETE, &app.token, &path, None).await;
     assert_eq!(status, 202, "{body}");
-    app.wait_for_job(uuid_at(&body, "/job/id"), JobStatus::Succeeded).await;
+    app.wait_for_job(uuid_at(&body, "/job/id"), JobStatus::Succeeded)
+        .await;
     for key in &objects {
         assert!(!app.context.is_stored(key).await, "{key} is left");
     }
@@ -399,7 +466,8 @@ async fn deleting_a_tenant_removes_every_version_and_asset() {
     );
     let (status, body) = crate::tenant_deletion::submit(&app, app.tenant_id, &request).await;
     assert_eq!(status, 202, "{body}");
-    app.wait_for_job(uuid_at(&body, "/job/id"), JobStatus::Succeeded).await;
+    app.wait_for_job(uuid_at(&body, "/job/id"), JobStatus::Succeeded)
+        .await;
     for key in &objects {
         assert!(!app.context.is_stored(key).await, "{key} is left");
     }

@@ -76,7 +76,10 @@ impl DocumentCaller {
 }
 
 /// Holds the caller's tenant for a write in this transaction (see `hold_tenant`).
-pub(crate) async fn hold(conn: &mut AsyncPgConnection, tenant: &TenantWrite) -> Result<(), ActionError> {
+pub(crate) async fn hold(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantWrite,
+) -> Result<(), ActionError> {
     hold_tenant(conn, tenant, TenantStatus::Active, TenantLock::Share).await
 }
 

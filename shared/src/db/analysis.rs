@@ -20,18 +20,44 @@ macro_rules! failed_analysis_ctes {
     ($job:literal, $message:literal, $when:literal) => {
         concat!(
             "failed_version AS ( \
-                 UPDATE document_versions AS v SET status = 'FAILED', processing_error = ", $message, " \
-                 FROM ", $job, " WHERE v.document_id = ", $job, ".document_id \
-                   AND v.tenant_id = ", $job, ".tenant_id \
-                   AND v.id::text = ", $job, ".payload ->> 'document_version_id' AND ", $when, " \
+                 UPDATE document_versions AS v SET status = 'FAILED', processing_error = ",
+            $message,
+            " \
+                 FROM ",
+            $job,
+            " WHERE v.document_id = ",
+            $job,
+            ".document_id \
+                   AND v.tenant_id = ",
+            $job,
+            ".tenant_id \
+                   AND v.id::text = ",
+            $job,
+            ".payload ->> 'document_version_id' AND ",
+            $when,
+            " \
                  RETURNING v.id), \
              document AS ( \
                  UPDATE documents AS d \
-                 SET status = 'FAILED', processing_error = ", $message, ", updated_at = now() \
-                 FROM ", $job, " WHERE d.id = ", $job, ".document_id \
-                   AND d.tenant_id = ", $job, ".tenant_id AND ", $when, " \
-                   AND (", $job, ".payload ->> 'document_version_id' IS NULL \
-                        OR d.current_version_id::text = ", $job, ".payload ->> 'document_version_id') \
+                 SET status = 'FAILED', processing_error = ",
+            $message,
+            ", updated_at = now() \
+                 FROM ",
+            $job,
+            " WHERE d.id = ",
+            $job,
+            ".document_id \
+                   AND d.tenant_id = ",
+            $job,
+            ".tenant_id AND ",
+            $when,
+            " \
+                   AND (",
+            $job,
+            ".payload ->> 'document_version_id' IS NULL \
+                        OR d.current_version_id::text = ",
+            $job,
+            ".payload ->> 'document_version_id') \
                  RETURNING d.id)"
         )
     };
