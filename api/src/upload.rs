@@ -7,14 +7,18 @@ use std::time::Duration;
 
 use actix_multipart::{Field, Multipart, MultipartError};
 use actix_web::error::PayloadError;
-use actix_web::{HttpRequest, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
+use diesel_async::AsyncPgConnection;
+use futures_util::future::BoxFuture;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use quire_shared::actions::documents::{StoredUpload, discard};
+use quire_shared::actions::idempotency::{IdempotentRequest, Scope};
 use quire_shared::storage::{Digested, ObjectStore, StorageError, StorageKey, put_digested};
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::idempotency::{self, Answer};
 use crate::sniff::{SNIFF_BYTES, sniff};
 use crate::state::AppState;
 
@@ -50,17 +54,26 @@ fn is_multipart_form(request: &HttpRequest) -> bool {
         })
 }
 
+/// A stored upload and the request's `Idempotency-Key` (checked before a byte of the
+/// body was read; its digest is the route's to make, from what it received).
+#[derive(Debug)]
+pub struct ReceivedRequest {
+    pub stored: StoredUpload,
+    pub idempotency_key: Option<idempotency::Key>,
+}
+
 /// Every upload's way in — a new document's and a new version's alike: a declared
-/// oversize body or a body that is not multipart is refused before a byte is read, a
-/// tenant over its enqueue rate before a byte is stored, then the file streams to the
-/// store under a new version's key (size limit, read timeout, content sniffing). The
-/// stored file, or the refusal with nothing left stored.
+/// oversize body or a body that is not multipart is refused before a byte is read, then
+/// a malformed `Idempotency-Key`, then a tenant over its enqueue rate before a byte is
+/// stored; then the file streams to the store under a new version's key (size limit,
+/// read timeout, content sniffing). The stored file, or the refusal with nothing left
+/// stored.
 pub async fn receive_request(
     state: &AppState,
     tenant_id: Uuid,
     request: &HttpRequest,
     payload: web::Payload,
-) -> Result<StoredUpload, ApiError> {
+) -> Result<ReceivedRequest, ApiError> {
     let limit = state.settings.server.max_upload_bytes;
     // Refuse a declared oversize body before reading (or storing) a byte of it; bodies
     // without a length are cut off while streaming.
@@ -70,6 +83,8 @@ pub async fn receive_request(
     if !is_multipart_form(request) {
         return Err(ApiError::NotMultipart);
     }
+    // A malformed key is refused before a byte of the body is read.
+    let idempotency_key = idempotency::Key::of(request, Scope::Tenant(tenant_id))?;
     // Before a byte of the body is read or stored: a tenant over its rate costs nothing.
     crate::enqueue_limit::admit(state, tenant_id, 1, "upload").await?;
     let timed_out = Rc::new(Cell::new(false));
@@ -90,26 +105,54 @@ pub async fn receive_request(
             });
         }
     };
-    Ok(StoredUpload {
-        key,
-        version_id,
-        digest: received.digest,
-        content_type: received.content_type,
-        original_filename: received.original_filename,
-        title: received.title,
+    Ok(ReceivedRequest {
+        stored: StoredUpload {
+            key,
+            version_id,
+            digest: received.digest,
+            content_type: received.content_type,
+            original_filename: received.original_filename,
+            title: received.title,
+        },
+        idempotency_key,
     })
 }
 
-/// A database connection to record a stored upload with; without one the stored file is
-/// removed (nothing will point at it) and the answer is 503.
-pub async fn connection_for(
+/// Records a stored upload (`object`) by `work`, once per `Idempotency-Key`
+/// (`idempotency::once`), and keeps the object only where a committed row points at it:
+/// without a database connection it is removed (503); a replay's copy is nobody's (the
+/// first request's row holds its own); with a key a failure committed nothing (the key's
+/// transaction rolled back with the rest). Without a key the action removed the object
+/// itself if it recorded nothing, and a failure after its commit leaves a row that
+/// needs it.
+pub async fn record_once<F>(
     state: &AppState,
-    stored: &StoredUpload,
-) -> Result<quire_shared::db::PooledConnection, ApiError> {
-    match state.connection().await {
-        Ok(conn) => Ok(conn),
+    keyed: Option<IdempotentRequest>,
+    object: &StorageKey,
+    work: F,
+) -> Result<HttpResponse, ApiError>
+where
+    F: for<'r> FnOnce(&'r mut AsyncPgConnection) -> BoxFuture<'r, Result<Answer, ApiError>> + Send,
+{
+    let keyed_request = keyed.is_some();
+    let mut conn = match state.connection().await {
+        Ok(conn) => conn,
         Err(error) => {
-            discard(state.store.as_ref(), &stored.key).await;
+            discard(state.store.as_ref(), object).await;
+            return Err(error);
+        }
+    };
+    match idempotency::once(&mut conn, keyed, work).await {
+        Ok(answered) => {
+            if answered.replayed {
+                discard(state.store.as_ref(), object).await;
+            }
+            Ok(answered.into_response())
+        }
+        Err(error) => {
+            if keyed_request {
+                discard(state.store.as_ref(), object).await;
+            }
             Err(error)
         }
     }

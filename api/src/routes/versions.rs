@@ -1,6 +1,9 @@
 //! A document's versions: upload a new one, list them, download any of them.
 
+use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::FutureExt;
+use quire_shared::actions::idempotency::RequestDigest;
 use quire_shared::actions::versions::{self as version_actions, RecordedVersion};
 use quire_shared::db::{documents, versions};
 use serde::Deserialize;
@@ -8,6 +11,7 @@ use uuid::Uuid;
 
 use crate::auth::{DocumentReader, DocumentWriter};
 use crate::error::ApiError;
+use crate::idempotency::{self, Answer};
 use crate::state::AppState;
 use crate::upload;
 use crate::views::{
@@ -20,20 +24,25 @@ const DEFAULT_LIMIT: i64 = 50;
 /// upload's (`upload::receive_request`: limits, timeout, sniffing, rate), then recorded
 /// `PENDING` with the next number and an analysis; it becomes current when its analysis
 /// succeeds. A version takes no title: a `title` part is refused and nothing is kept.
+/// With an `Idempotency-Key` it is recorded once, as an upload is (`upload::record_once`).
 #[utoipa::path(
     post, path = "/api/documents/{document_id}/versions", tag = "documents",
-    params(("document_id" = Uuid, Path, description = "document id")),
+    params(
+        ("document_id" = Uuid, Path, description = "document id"),
+        ("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION),
+    ),
     request_body(content = VersionForm, content_type = "multipart/form-data"),
     responses(
-        (status = 201, description = "recorded with the next number, analysis queued; the previous version stays current until it succeeds", body = VersionUploadView),
-        (status = 400, description = "invalid multipart, or a part other than \"file\"", body = ProblemView, content_type = "application/problem+json"),
+        (status = 201, description = "recorded with the next number, analysis queued; the previous version stays current until it succeeds (or, with Idempotency-Key, the first answer again: the document, the file's digest and its filename are the request; the repeat's bytes are not kept)", body = VersionUploadView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
+        (status = 400, description = "invalid_idempotency_key, invalid multipart, or a part other than \"file\"", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "no documents:write, or the tenant is suspended, reset or deleted; nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 408, description = "upload_timeout: the body sent nothing for server.upload_read_timeout_ms; nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "document_trashed: restore the document first; or duplicate_document: the same bytes are the current version of a document of this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 413, description = "larger than the upload limit", body = ProblemView, content_type = "application/problem+json"),
         (status = 415, description = "not multipart, or a file type outside the allowlist", body = ProblemView, content_type = "application/problem+json"),
-        (status = 422, description = "empty file", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "empty file; idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL or the object storage unavailable; nothing is stored; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -47,7 +56,10 @@ pub async fn upload(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
-    let stored = upload::receive_request(&state, caller.tenant_id, &request, payload).await?;
+    let upload::ReceivedRequest {
+        stored,
+        idempotency_key,
+    } = upload::receive_request(&state, caller.tenant_id, &request, payload).await?;
     if stored.title.is_some() {
         quire_shared::actions::documents::discard(state.store.as_ref(), &stored.key).await;
         return Err(ApiError::bad_request(
@@ -55,26 +67,43 @@ pub async fn upload(
             "a version takes only the part \"file\"",
         ));
     }
+    // The same request is the same document, bytes and filename.
+    let digest = RequestDigest::new("POST", "/api/documents/{document_id}/versions")
+        .part(document_id.as_bytes())
+        .part(stored.digest.sha256.as_bytes())
+        .optional_part(stored.original_filename.as_deref().map(str::as_bytes));
+    let keyed = idempotency_key.map(|key| key.for_request(digest, &state.settings));
+    let object = stored.key.clone();
     let document_caller = state.document_caller(&caller);
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;
-    let mut conn = upload::connection_for(&state, &stored).await?;
-    let RecordedVersion { version, job } = version_actions::upload(
-        &mut conn,
-        state.store.as_ref(),
-        &document_caller,
-        document_id,
-        stored,
-        reject_duplicates,
-    )
-    .await?;
-    let holds = quire_shared::db::pauses::holds(&mut conn, caller.tenant_id).await?;
-    let current = documents::find_document(&mut conn, caller.tenant_id, document_id)
-        .await?
-        .and_then(|document| document.current_version_id);
-    Ok(HttpResponse::Created().json(VersionUploadView {
-        version: DocumentVersionView::new(version, current),
-        job: JobView::held_by(job, &holds),
-    }))
+    let store = state.store.clone();
+    let tenant_id = caller.tenant_id;
+    upload::record_once(&state, keyed, &object, move |conn| {
+        async move {
+            let RecordedVersion { version, job } = version_actions::upload(
+                conn,
+                store.as_ref(),
+                &document_caller,
+                document_id,
+                stored,
+                reject_duplicates,
+            )
+            .await?;
+            let holds = quire_shared::db::pauses::holds(conn, tenant_id).await?;
+            let current = documents::find_document(conn, tenant_id, document_id)
+                .await?
+                .and_then(|document| document.current_version_id);
+            Answer::json(
+                StatusCode::CREATED,
+                &VersionUploadView {
+                    version: DocumentVersionView::new(version, current),
+                    job: JobView::held_by(job, &holds),
+                },
+            )
+        }
+        .boxed()
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize)]
