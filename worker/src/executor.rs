@@ -470,8 +470,7 @@ async fn stop_at_shutdown(
         if let Stopped::Failed { document_failed } = stopped {
             // The statement failed the document too when the job owns its status and
             // names its current version (`failed_analysis_ctes!`).
-            announce_failure(conn, job, CODE, job.document_id.filter(|_| document_failed))
-                .await?;
+            announce_failure(conn, job, CODE, job.document_id.filter(|_| document_failed)).await?;
         }
         Ok(stopped)
     })
