@@ -2,7 +2,9 @@
 //! while the previous one stays current and searchable, and made current by its
 //! analysis's success (never when a newer one is current already); a failed one is
 //! listed as failed; every version is downloadable; concurrent uploads get distinct
-//! numbers; purge and tenant deletion remove every version's objects.
+//! numbers; a version sent again with its Idempotency-Key is recorded once; the document
+//! is announced ready when a version becomes current, and failed only when its current
+//! version failed; purge and tenant deletion remove every version's objects.
 
 use std::sync::Arc;
 
@@ -472,4 +474,162 @@ async fn deleting_a_tenant_removes_every_version_and_asset() {
         assert!(!app.context.is_stored(key).await, "{key} is left");
     }
     assert_eq!(versions_count(&app, document_id).await, 0);
+}
+
+/// A new version sent with an `Idempotency-Key`: status, headers, body.
+async fn post_version_with_key(
+    app: &TestApp,
+    document_id: Uuid,
+    key: &str,
+    bytes: &[u8],
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let form = Form::new().part(
+        "file",
+        Part::bytes(bytes.to_vec())
+            .file_name("amendment.txt")
+            .mime_str("text/plain")
+            .expect("mime"),
+    );
+    let response = app
+        .http
+        .post(format!(
+            "{}/api/documents/{document_id}/versions",
+            app.address
+        ))
+        .bearer_auth(&app.token)
+        .header("Idempotency-Key", key)
+        .multipart(form)
+        .send()
+        .await
+        .expect("version upload");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_version_sent_at_once_with_one_key_is_recorded_once_and_keeps_one_object() {
+    // More than one is a race; each waits for the first on an API connection.
+    const AT_ONCE: usize = 4;
+    let app = Arc::new(TestApp::spawn().await);
+    let (document_id, _) = app.upload(b"the lease as first signed").await;
+    let (other_document, _) = app.upload(b"another lease entirely").await;
+    let amended = b"the lease as amended in spring".to_vec();
+    let barrier = Arc::new(Barrier::new(AT_ONCE));
+    let mut tasks = Vec::new();
+    for _ in 0..AT_ONCE {
+        let (app, barrier, amended) = (app.clone(), barrier.clone(), amended.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            post_version_with_key(&app, document_id, "amend-1", &amended).await
+        }));
+    }
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.expect("task"));
+    }
+    let first = answers[0].2.clone();
+    for (status, _, body) in &answers {
+        assert_eq!(*status, 201, "{body}");
+        assert_eq!(body, &first, "every answer is the first one");
+    }
+    let replays = answers
+        .iter()
+        .filter(|(_, headers, _)| {
+            headers
+                .get("idempotent-replayed")
+                .is_some_and(|value| value == "true")
+        })
+        .count();
+    assert_eq!(replays, AT_ONCE - 1, "all but the first are replays");
+    assert_eq!(first["version"]["number"], 2);
+    assert_eq!(versions_count(&app, document_id).await, 2);
+    // Two documents' sources and the one recorded version's; the replays' are gone.
+    let stored = app.context.stored_keys().await;
+    assert_eq!(stored.len(), 3, "{stored:?}");
+
+    // The key with other bytes, or with the same bytes for another document: refused.
+    let (status, _, body) =
+        post_version_with_key(&app, document_id, "amend-1", b"the lease amended twice").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("idempotency_key_reused")),
+        "{body}"
+    );
+    let (status, _, body) = post_version_with_key(&app, other_document, "amend-1", &amended).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("idempotency_key_reused")),
+        "{body}"
+    );
+    assert_eq!(versions_count(&app, document_id).await, 2);
+    assert_eq!(versions_count(&app, other_document).await, 1);
+    assert_eq!(
+        app.context.stored_keys().await.len(),
+        3,
+        "nothing refused is kept"
+    );
+}
+
+/// The tenant's announcements in order: (type, the version a `document.ready` names).
+async fn announcements(app: &TestApp) -> Vec<(String, Option<String>)> {
+    #[derive(diesel::QueryableByName)]
+    struct Announced {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        event_type: String,
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+        version_id: Option<String>,
+    }
+    use diesel_async::RunQueryDsl;
+    let mut conn = app.pool.get().await.expect("connection");
+    diesel::sql_query(
+        "SELECT event_type, payload ->> 'document_version_id' AS version_id \
+         FROM tenant_events WHERE tenant_id = $1 ORDER BY id",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(app.tenant_id)
+    .load::<Announced>(&mut conn)
+    .await
+    .expect("announcements")
+    .into_iter()
+    .map(|announced| (announced.event_type, announced.version_id))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_document_is_announced_ready_as_each_version_becomes_current_and_never_failed_for_a_newer_one()
+ {
+    let app = TestApp::spawn().await;
+    let (document_id, first_job) = app.upload(b"the first plan of the garden shed").await;
+    app.start_dispatcher();
+    let worker = app.start_worker();
+    app.wait_for_job(first_job, JobStatus::Succeeded).await;
+    let first_id = uuid_at(&document(&app, document_id).await, "/current_version/id");
+    let (second_id, second_job) =
+        new_version(&app, document_id, b"the second plan of the garden shed").await;
+    app.wait_for_job(second_job, JobStatus::Succeeded).await;
+    worker.drain().await;
+
+    // Version 3's stored bytes are altered before its analysis: it fails for good, while
+    // version 2 stays current and the document READY.
+    let (third_id, third_job) =
+        new_version(&app, document_id, b"the third plan of the garden shed").await;
+    let third_key = version_key(&app, document_id, third_id).await;
+    app.context
+        .overwrite_stored(&third_key, b"THE THIRD plan of the garden shed")
+        .await;
+    let _worker = app.start_worker();
+    app.wait_for_job(third_job, JobStatus::Failed).await;
+    assert_eq!(document(&app, document_id).await["status"], "READY");
+
+    let ready = |version: Uuid| ("document.ready".to_owned(), Some(version.to_string()));
+    assert_eq!(
+        announcements(&app).await,
+        [
+            ready(first_id),
+            ready(second_id),
+            ("job.failed".to_owned(), None)
+        ],
+        "ready once per version made current; a newer version's failure is the job's only"
+    );
 }
