@@ -7,18 +7,156 @@ use std::time::Duration;
 
 use actix_multipart::{Field, Multipart, MultipartError};
 use actix_web::error::PayloadError;
+use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
+use diesel_async::AsyncPgConnection;
+use futures_util::future::BoxFuture;
 use futures_util::{Stream, StreamExt, TryStreamExt};
+use quire_shared::actions::documents::{StoredUpload, discard};
+use quire_shared::actions::idempotency::{IdempotentRequest, Scope};
 use quire_shared::storage::{Digested, ObjectStore, StorageError, StorageKey, put_digested};
+use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::idempotency::{self, Answer};
 use crate::sniff::{SNIFF_BYTES, sniff};
+use crate::state::AppState;
 
 /// Longest title we accept, in characters (the column's bound).
 pub use quire_shared::actions::documents::MAX_TITLE_CHARS;
 use quire_shared::actions::documents::{TitleFault, checked_title, is_bidi_control};
 /// Longest original filename we keep, in bytes.
 pub const MAX_FILENAME_BYTES: usize = 255;
+
+/// Room for multipart framing and a title around the file itself.
+const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
+
+fn declared_length(request: &HttpRequest) -> Option<u64> {
+    request
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+fn is_multipart_form(request: &HttpRequest) -> bool {
+    request
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            value
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        })
+}
+
+/// A stored upload and the request's `Idempotency-Key` (checked before a byte of the
+/// body was read; its digest is the route's to make, from what it received).
+#[derive(Debug)]
+pub struct ReceivedRequest {
+    pub stored: StoredUpload,
+    pub idempotency_key: Option<idempotency::Key>,
+}
+
+/// Every upload's way in — a new document's and a new version's alike: a declared
+/// oversize body or a body that is not multipart is refused before a byte is read, then
+/// a malformed `Idempotency-Key`, then a tenant over its enqueue rate before a byte is
+/// stored; then the file streams to the store under a new version's key (size limit,
+/// read timeout, content sniffing). The stored file, or the refusal with nothing left
+/// stored.
+pub async fn receive_request(
+    state: &AppState,
+    tenant_id: Uuid,
+    request: &HttpRequest,
+    payload: web::Payload,
+) -> Result<ReceivedRequest, ApiError> {
+    let limit = state.settings.server.max_upload_bytes;
+    // Refuse a declared oversize body before reading (or storing) a byte of it; bodies
+    // without a length are cut off while streaming.
+    if declared_length(request).is_some_and(|length| length > limit + MULTIPART_OVERHEAD_BYTES) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    if !is_multipart_form(request) {
+        return Err(ApiError::NotMultipart);
+    }
+    // A malformed key is refused before a byte of the body is read.
+    let idempotency_key = idempotency::Key::of(request, Scope::Tenant(tenant_id))?;
+    // Before a byte of the body is read or stored: a tenant over its rate costs nothing.
+    crate::enqueue_limit::admit(state, tenant_id, 1, "upload").await?;
+    let timed_out = Rc::new(Cell::new(false));
+    let timeout = Duration::from_millis(state.settings.server.upload_read_timeout_ms);
+    let body = read_limited(payload, timeout, timed_out.clone());
+    let multipart = Multipart::new(request.headers(), body);
+    let version_id = Uuid::now_v7();
+    let key = StorageKey::document_source(tenant_id, version_id);
+    let received = match receive(state.store.as_ref(), &key, limit, multipart).await {
+        Ok(received) => received,
+        Err(error) => {
+            discard(state.store.as_ref(), &key).await;
+            // The parser calls a stalled body malformed; it is not.
+            return Err(if timed_out.get() {
+                ApiError::UploadTimeout
+            } else {
+                error
+            });
+        }
+    };
+    Ok(ReceivedRequest {
+        stored: StoredUpload {
+            key,
+            version_id,
+            digest: received.digest,
+            content_type: received.content_type,
+            original_filename: received.original_filename,
+            title: received.title,
+        },
+        idempotency_key,
+    })
+}
+
+/// Records a stored upload (`object`) by `work`, once per `Idempotency-Key`
+/// (`idempotency::once`), and keeps the object only where a committed row points at it:
+/// without a database connection it is removed (503); a replay's copy is nobody's (the
+/// first request's row holds its own); with a key a failure committed nothing (the key's
+/// transaction rolled back with the rest). Without a key the action removed the object
+/// itself if it recorded nothing, and a failure after its commit leaves a row that
+/// needs it.
+pub async fn record_once<F>(
+    state: &AppState,
+    keyed: Option<IdempotentRequest>,
+    object: &StorageKey,
+    work: F,
+) -> Result<HttpResponse, ApiError>
+where
+    F: for<'r> FnOnce(&'r mut AsyncPgConnection) -> BoxFuture<'r, Result<Answer, ApiError>> + Send,
+{
+    let keyed_request = keyed.is_some();
+    let mut conn = match state.connection().await {
+        Ok(conn) => conn,
+        Err(error) => {
+            discard(state.store.as_ref(), object).await;
+            return Err(error);
+        }
+    };
+    match idempotency::once(&mut conn, keyed, work).await {
+        Ok(answered) => {
+            if answered.replayed {
+                discard(state.store.as_ref(), object).await;
+            }
+            Ok(answered.into_response())
+        }
+        Err(error) => {
+            if keyed_request {
+                discard(state.store.as_ref(), object).await;
+            }
+            Err(error)
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct ReceivedUpload {

@@ -62,6 +62,8 @@ impl DocumentView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VersionView {
     pub id: Uuid,
+    /// 1 for the first version; each new version takes the next.
+    pub number: i32,
     pub size_bytes: i64,
     pub sha256: String,
     pub content_type: String,
@@ -82,6 +84,7 @@ impl DocumentView {
             correspondent: None,
             current_version: version.map(|version| VersionView {
                 id: version.id,
+                number: version.number,
                 size_bytes: version.size_bytes,
                 sha256: version.sha256,
                 content_type: version.content_type,
@@ -254,4 +257,66 @@ impl From<Member> for MemberView {
             updated_at: member.updated_at,
         }
     }
+}
+
+/// One version of a document, as its versions listing shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DocumentVersionView {
+    pub id: Uuid,
+    /// 1 for the first version; each new version takes the next.
+    pub number: i32,
+    /// `PENDING`, `PROCESSING`, `READY` or `FAILED`: this version's readiness.
+    #[schema(value_type = String, example = "READY")]
+    pub status: DocumentStatus,
+    /// Why its analysis failed, safe to show.
+    pub processing_error: Option<String>,
+    /// True for the version the document shows, serves and is searched by.
+    pub current: bool,
+    pub size_bytes: i64,
+    pub sha256: String,
+    pub content_type: String,
+    pub original_filename: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+impl DocumentVersionView {
+    pub fn new(version: DocumentVersion, current_version_id: Option<Uuid>) -> Self {
+        Self {
+            current: current_version_id == Some(version.id),
+            id: version.id,
+            number: version.number,
+            status: version.status,
+            processing_error: version.processing_error,
+            size_bytes: version.size_bytes,
+            sha256: version.sha256,
+            content_type: version.content_type,
+            original_filename: version.original_filename,
+            created_at: version.created_at,
+        }
+    }
+}
+
+/// A page of a document's versions, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionListView {
+    pub versions: Vec<DocumentVersionView>,
+    /// Pass as `before` for the next (older) page; absent on the last page.
+    pub next_before: Option<i32>,
+}
+
+/// A new version as recorded, and the analysis that will make it current.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionUploadView {
+    pub version: DocumentVersionView,
+    pub job: JobView,
+}
+
+/// The multipart form of a new version.
+#[derive(ToSchema)]
+#[allow(dead_code)] // describes the form for the OpenAPI document only
+pub struct VersionForm {
+    /// The file: PDF, PNG, JPEG, TIFF, WebP or UTF-8 text, decided from its bytes.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
 }

@@ -217,7 +217,7 @@ async fn process(
             let stopped = stop_at_shutdown(&mut conn, &job, &fence).await?;
             match stopped {
                 Stopped::Requeued => tracing::warn!("job stopped by shutdown and queued again"),
-                Stopped::Failed => {
+                Stopped::Failed { .. } => {
                     metrics::counter!(
                         quire_shared::metrics::JOBS_FINISHED,
                         "type" => job.job_type.clone(),
@@ -399,9 +399,10 @@ async fn succeed(
     Ok(applied)
 }
 
-/// `RUNNING → FAILED` and, when asked, the document `FAILED` — in one transaction, so the
-/// document never fails for a job whose fence no longer holds. The failures are
-/// announced (`job.failed`, `document.failed`) in the same transaction.
+/// `RUNNING → FAILED` and, when asked, the version and (while it is current) the document
+/// `FAILED` — in one transaction, so neither fails for a job whose fence no longer holds.
+/// The failures are announced (`job.failed`, and `document.failed` when the document
+/// itself failed) in the same transaction.
 async fn fail(
     conn: &mut AsyncPgConnection,
     job: &Job,
@@ -415,10 +416,10 @@ async fn fail(
             return Ok(false);
         }
         let document = job.document_id.filter(|_| fail_document);
+        // True only when the document itself moved: a newer version's failed analysis
+        // leaves the current version, and the document, as they were.
         let document_failed = match document {
-            Some(document_id) => {
-                documents::mark_document_failed(conn, job.tenant_id, document_id, message).await?
-            }
+            Some(_) => documents::mark_failed_for_job(conn, job.id, message).await?,
             None => false,
         };
         announce_failure(conn, job, code, document.filter(|_| document_failed)).await?;
@@ -466,10 +467,10 @@ async fn stop_at_shutdown(
             "the worker shut down before the job finished",
         )
         .await?;
-        if stopped == Stopped::Failed {
-            // The statement failed the document too when the job owns its status.
-            let owns = job_types::document_status_owners().contains(&job.job_type.as_str());
-            announce_failure(conn, job, CODE, job.document_id.filter(|_| owns)).await?;
+        if let Stopped::Failed { document_failed } = stopped {
+            // The statement failed the document too when the job owns its status and
+            // names its current version (`failed_analysis_ctes!`).
+            announce_failure(conn, job, CODE, job.document_id.filter(|_| document_failed)).await?;
         }
         Ok(stopped)
     })

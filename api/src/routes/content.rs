@@ -1,11 +1,11 @@
-//! Downloads: a document's current bytes, its thumbnail once the pipeline made one, and a
-//! scan's searchable archive copy.
+//! Downloads: a document's current bytes (any version's: `versions.rs`), its thumbnail
+//! once the pipeline made one, and a scan's searchable archive copy.
 
 use actix_web::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use actix_web::{HttpResponse, web};
 use anyhow::Context;
 use quire_shared::db::assets::{self, AssetKind};
-use quire_shared::db::documents;
+use quire_shared::db::documents::{self, DocumentVersion};
 use quire_shared::storage::{StorageError, StorageKey};
 use tokio_util::io::ReaderStream;
 use uuid::Uuid;
@@ -41,7 +41,8 @@ fn content_disposition(filename: &str) -> String {
     format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
 }
 
-/// `GET /api/documents/{id}/content`.
+/// `GET /api/documents/{id}/content`: the current version's bytes (a new version's once its
+/// analysis made it current).
 #[utoipa::path(
     get, path = "/api/documents/{document_id}/content", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
     responses(
@@ -64,6 +65,16 @@ pub async fn content(
             .ok_or(ApiError::NotFound)?;
     let version = version.ok_or(ApiError::NotFound)?;
     drop(conn);
+    stream_version(&state, version).await
+}
+
+/// A version's stored bytes as an attachment (the current one's, or any version's):
+/// streamed, with the type decided at upload and headers that keep a browser from
+/// running it.
+pub(super) async fn stream_version(
+    state: &AppState,
+    version: DocumentVersion,
+) -> Result<HttpResponse, ApiError> {
     let key = StorageKey::from_stored(&version.storage_key).context("a stored key is malformed")?;
     let reader = match state.store.open(&key).await {
         Ok(reader) => reader,
@@ -78,7 +89,7 @@ pub async fn content(
     };
     let filename = version
         .original_filename
-        .unwrap_or_else(|| format!("{document_id}"));
+        .unwrap_or_else(|| format!("{}", version.document_id));
     Ok(HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, version.content_type))
         .insert_header((CONTENT_DISPOSITION, content_disposition(&filename)))

@@ -1,19 +1,13 @@
 //! Upload and read documents.
 
-use std::cell::Cell;
-use std::rc::Rc;
-use std::time::Duration;
-
-use actix_multipart::Multipart;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::FutureExt;
-use quire_shared::actions::documents::{self as document_actions, StoredUpload};
-use quire_shared::actions::idempotency::{RequestDigest, Scope};
+use quire_shared::actions::documents as document_actions;
+use quire_shared::actions::idempotency::RequestDigest;
 use quire_shared::db::documents;
 use quire_shared::db::intake::Recorded;
 use quire_shared::db::labels;
-use quire_shared::storage::StorageKey;
 use uuid::Uuid;
 
 use crate::auth::{DocumentReader, DocumentWriter};
@@ -23,32 +17,6 @@ use crate::idempotency::{self, Answer};
 use crate::state::AppState;
 use crate::upload;
 use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView};
-
-/// Room for multipart framing and a title around the file itself.
-const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
-
-fn declared_length(request: &HttpRequest) -> Option<u64> {
-    request
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
-}
-
-fn is_multipart_form(request: &HttpRequest) -> bool {
-    request
-        .headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| {
-            value
-                .trim_start()
-                .to_ascii_lowercase()
-                .starts_with("multipart/form-data")
-        })
-}
 
 /// `POST /api/documents`: store the file, then record the document, its version, an
 /// `analyze-document` job and its outbox event in ONE statement, which re-checks that the
@@ -80,65 +48,22 @@ pub async fn upload(
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let limit = state.settings.server.max_upload_bytes;
-    // Refuse a declared oversize body before reading (or storing) a byte of it; bodies
-    // without a length are cut off while streaming.
-    if declared_length(&request).is_some_and(|length| length > limit + MULTIPART_OVERHEAD_BYTES) {
-        return Err(ApiError::PayloadTooLarge { limit });
-    }
-    if !is_multipart_form(&request) {
-        return Err(ApiError::NotMultipart);
-    }
-    // A malformed key is refused before a byte of the body is read.
-    let idempotency_key = idempotency::Key::of(&request, Scope::Tenant(caller.tenant_id))?;
-    // Before a byte of the body is read or stored: a tenant over its rate costs nothing.
-    crate::enqueue_limit::admit(&state, caller.tenant_id, 1, "upload").await?;
-    let timed_out = Rc::new(Cell::new(false));
-    let timeout = Duration::from_millis(state.settings.server.upload_read_timeout_ms);
-    let body = upload::read_limited(payload, timeout, timed_out.clone());
-    let multipart = Multipart::new(request.headers(), body);
-    let version_id = Uuid::now_v7();
-    let key = StorageKey::document_source(caller.tenant_id, version_id);
-    let received = match upload::receive(state.store.as_ref(), &key, limit, multipart).await {
-        Ok(received) => received,
-        Err(error) => {
-            document_actions::discard(state.store.as_ref(), &key).await;
-            // The parser calls a stalled body malformed; it is not.
-            return Err(if timed_out.get() {
-                ApiError::UploadTimeout
-            } else {
-                error
-            });
-        }
-    };
+    let upload::ReceivedRequest {
+        stored,
+        idempotency_key,
+    } = upload::receive_request(&state, caller.tenant_id, &request, payload).await?;
     // The same request is the same bytes with the same form fields.
     let digest = RequestDigest::new("POST", "/api/documents")
-        .part(received.digest.sha256.as_bytes())
-        .optional_part(received.title.as_deref().map(str::as_bytes))
-        .optional_part(received.original_filename.as_deref().map(str::as_bytes));
+        .part(stored.digest.sha256.as_bytes())
+        .optional_part(stored.title.as_deref().map(str::as_bytes))
+        .optional_part(stored.original_filename.as_deref().map(str::as_bytes));
     let keyed = idempotency_key.map(|key| key.for_request(digest, &state.settings));
-    let keyed_request = keyed.is_some();
-    let stored = StoredUpload {
-        key,
-        version_id,
-        digest: received.digest,
-        content_type: received.content_type,
-        original_filename: received.original_filename,
-        title: received.title,
-    };
     let object = stored.key.clone();
     let document_caller = state.document_caller(&caller);
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;
-    let mut conn = match state.connection().await {
-        Ok(conn) => conn,
-        Err(error) => {
-            document_actions::discard(state.store.as_ref(), &object).await;
-            return Err(error);
-        }
-    };
     let store = state.store.clone();
     let tenant_id = caller.tenant_id;
-    let answered = idempotency::once(&mut conn, keyed, move |conn| {
+    upload::record_once(&state, keyed, &object, move |conn| {
         async move {
             let Recorded {
                 document,
@@ -165,25 +90,7 @@ pub async fn upload(
         }
         .boxed()
     })
-    .await;
-    match answered {
-        Ok(answered) => {
-            if answered.replayed {
-                // The first request's document holds the bytes; this copy is nobody's.
-                document_actions::discard(state.store.as_ref(), &object).await;
-            }
-            Ok(answered.into_response())
-        }
-        Err(error) => {
-            // With a key nothing committed (the key's transaction rolled back with the
-            // rest). Without one the action removed the object itself if it recorded
-            // nothing, and a failure after its commit leaves a document that needs it.
-            if keyed_request {
-                document_actions::discard(state.store.as_ref(), &object).await;
-            }
-            Err(error)
-        }
-    }
+    .await
 }
 
 /// `GET /api/documents/{id}`.

@@ -17,6 +17,7 @@ mod operator_queues;
 mod operator_tenants;
 mod settings;
 mod trash;
+mod versions;
 mod webhooks;
 
 use actix_web::{HttpResponse, Resource, web};
@@ -118,6 +119,8 @@ route_table! {
         "/documents/{document_id}/content" { get => content::content }
         "/documents/{document_id}/thumbnail" { get => content::thumbnail }
         "/documents/{document_id}/archive" { get => content::archive }
+        "/documents/{document_id}/versions" { post => versions::upload, get => versions::list }
+        "/documents/{document_id}/versions/{version_id}/content" { get => versions::content }
         "/documents/{document_id}/processing-jobs" { get => jobs::list }
         "/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
         "/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }

@@ -7,8 +7,9 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     bulk, catalogue, content, documents, edit, events, health, jobs, listing, members,
-    operator_queues, operator_tenants, settings, trash, webhooks,
+    operator_queues, operator_tenants, settings, trash, versions, webhooks,
 };
+use crate::views::{DocumentVersionView, VersionForm, VersionListView, VersionUploadView};
 use crate::views::{
     DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
     UploadForm, UploadView, VersionView,
@@ -33,6 +34,9 @@ use crate::views::{
         content::content,
         content::thumbnail,
         content::archive,
+        versions::upload,
+        versions::list,
+        versions::content,
         jobs::list,
         jobs::get,
         jobs::retry,
@@ -70,6 +74,10 @@ use crate::views::{
         DocumentView,
         SearchView,
         VersionView,
+        DocumentVersionView,
+        VersionListView,
+        VersionUploadView,
+        VersionForm,
         JobView,
         UploadView,
         UploadForm,

@@ -421,6 +421,7 @@ async fn the_openapi_document_declares_the_key_and_its_answers_on_each_route() {
         "/api/documents",
         "/api/documents/reanalyze",
         "/api/documents/verify",
+        "/api/documents/{document_id}/versions",
         "/api/members",
         "/api/admin/tenants",
     ] {

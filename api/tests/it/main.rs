@@ -46,6 +46,7 @@ mod tenant_isolation;
 mod tls;
 mod trash;
 mod upload_flow;
+mod versions;
 mod webhook_receiver;
 mod webhooks;
 mod wipe_races;

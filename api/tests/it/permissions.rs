@@ -130,7 +130,8 @@ async fn a_token_of_a_non_member_is_refused_on_every_route() {
         let path = path
             .replace("{document_id}", &document_id.to_string())
             .replace("{job_id}", &job_id.to_string())
-            .replace("{user_id}", &Uuid::now_v7().to_string());
+            .replace("{user_id}", &Uuid::now_v7().to_string())
+            .replace("{version_id}", &Uuid::now_v7().to_string());
         let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("method");
         let (status, body) = app
             .json_as(method.clone(), &stranger, &path, Some(json!({})))

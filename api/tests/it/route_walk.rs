@@ -63,6 +63,7 @@ async fn every_route_answers_bad_input_with_a_problem_that_leaks_nothing() {
                     .replace("{tenant_id}", document)
                     .replace("{job_id}", job)
                     .replace("{user_id}", job)
+                    .replace("{version_id}", job)
                     .replace("{webhook_id}", document)
                     .replace("{delivery_id}", job)
             );

@@ -124,16 +124,17 @@ async fn document(
     .execute(&mut conn)
     .await
     .expect("document");
-    for version_id in &version_ids {
+    for (number, version_id) in (1..).zip(&version_ids) {
         diesel::sql_query(
             "INSERT INTO document_versions \
-                 (id, document_id, tenant_id, storage_key, size_bytes, sha256, content_type) \
+                 (id, document_id, tenant_id, storage_key, size_bytes, sha256, content_type, number) \
              VALUES ($1, $2, $3, 'tenants/' || $3 || '/documents/' || $1, 1, repeat('0', 64), \
-                     'text/plain')",
+                     'text/plain', $4)",
         )
         .bind::<SqlUuid, _>(*version_id)
         .bind::<SqlUuid, _>(document_id)
         .bind::<SqlUuid, _>(tenant_id)
+        .bind::<diesel::sql_types::Int4, _>(number)
         .execute(&mut conn)
         .await
         .expect("version");

@@ -76,7 +76,10 @@ impl DocumentCaller {
 }
 
 /// Holds the caller's tenant for a write in this transaction (see `hold_tenant`).
-async fn hold(conn: &mut AsyncPgConnection, tenant: &TenantWrite) -> Result<(), ActionError> {
+pub(crate) async fn hold(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantWrite,
+) -> Result<(), ActionError> {
     hold_tenant(conn, tenant, TenantStatus::Active, TenantLock::Share).await
 }
 
@@ -117,6 +120,10 @@ pub async fn delete_if(
                 documents::trash_document(conn, tenant_id, document_id, if_match).await?
             {
                 let cancelled = jobs::cancel_document_jobs(conn, tenant_id, document_id).await?;
+                // A version whose analysis was just cancelled does not stay `PENDING`
+                // for ever (the trashed document itself keeps its status).
+                let owners = crate::jobs::document_status_owners();
+                documents::settle_after_cancel(conn, tenant_id, document_id, &owners).await?;
                 crate::events::document_trashed(conn, tenant_id, document_id, document.trashed_at)
                     .await?;
                 return Ok(Deleted::Trashed(document, cancelled));
@@ -354,6 +361,25 @@ pub async fn discard(store: &dyn ObjectStore, key: &StorageKey) {
     }
 }
 
+/// The duplicate rule of every upload (a new document, a new version): the same bytes
+/// as the current version of a live document of the tenant answer `duplicate_document`
+/// with that document's id. Call in the upload's transaction: it holds, to its end, the
+/// lock that serialises uploads of the same bytes in the tenant.
+pub(crate) async fn refuse_duplicate(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    sha256: &str,
+) -> Result<(), ActionError> {
+    match documents::lock_and_find_same_content(conn, tenant_id, sha256).await? {
+        Some(existing) => Err(ActionError::Conflict {
+            code: "duplicate_document",
+            detail: "a document with the same content exists already".to_owned(),
+            extension: Some(("existing_document_id", existing.to_string())),
+        }),
+        None => Ok(()),
+    }
+}
+
 async fn record_upload(
     conn: &mut AsyncPgConnection,
     caller: &DocumentCaller,
@@ -397,16 +423,7 @@ async fn record_upload(
     let recorded = if reject_duplicates {
         conn.transaction::<_, ActionError, _>(async |conn| {
             let document = &intakes[0].document;
-            if let Some(existing) =
-                documents::lock_and_find_same_content(conn, document.tenant_id, &document.sha256)
-                    .await?
-            {
-                return Err(ActionError::Conflict {
-                    code: "duplicate_document",
-                    detail: "a document with the same content exists already".to_owned(),
-                    extension: Some(("existing_document_id", existing.to_string())),
-                });
-            }
+            refuse_duplicate(conn, document.tenant_id, &document.sha256).await?;
             Ok(intake::record(conn, &tenant, &intakes).await??)
         })
         .await?

@@ -90,8 +90,9 @@ fn owns_document_status(job: &Job) -> bool {
 /// - only a `FAILED` job (`job_not_failed`, with its current status, otherwise);
 /// - it gets its type's attempt budget again (`max_attempts = attempts + budget`, the
 ///   budget being `jobs.max_attempts`, or 3 for short-lived types);
-/// - a job whose outcome is its document's status puts a `FAILED` document back to
-///   `PENDING` in the same transaction;
+/// - a job whose outcome is its document's status puts its `FAILED` version back to
+///   `PENDING` in the same transaction, and the `FAILED` document while that version is
+///   its current one;
 /// - when an equivalent job is active already (the partial unique indexes), nothing
 ///   changes and the answer is `job_already_active`.
 pub async fn retry(
@@ -113,8 +114,8 @@ pub async fn retry(
             {
                 return Ok(false);
             }
-            if let (true, Some(document_id)) = (owns_document_status(&job), job.document_id) {
-                documents::mark_document_pending(conn, job.tenant_id, document_id).await?;
+            if owns_document_status(&job) && job.document_id.is_some() {
+                documents::mark_pending_for_job(conn, job.id).await?;
             }
             Ok(true)
         })

@@ -17,6 +17,7 @@ pub mod settings;
 pub mod storage_migration;
 pub mod tenants;
 pub mod trash;
+pub mod versions;
 pub mod webhooks;
 
 use diesel_async::AsyncPgConnection;

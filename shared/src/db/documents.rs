@@ -60,7 +60,7 @@ impl IfMatch {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Queryable, Selectable, Insertable)]
+#[derive(Debug, Clone, PartialEq, Queryable, QueryableByName, Selectable, Insertable)]
 #[diesel(table_name = document_versions, check_for_backend(diesel::pg::Pg))]
 pub struct DocumentVersion {
     pub id: Uuid,
@@ -73,6 +73,11 @@ pub struct DocumentVersion {
     pub original_filename: Option<String>,
     #[diesel(skip_insertion)]
     pub created_at: OffsetDateTime,
+    /// 1 for the first version, the document's next number for each later one.
+    pub number: i32,
+    /// The version's own readiness; the document's status is its current version's.
+    pub status: DocumentStatus,
+    pub processing_error: Option<String>,
 }
 
 /// What an upload records: the document and its first version.
@@ -146,24 +151,29 @@ pub async fn find_version(
         .optional()?)
 }
 
-/// Marks the document `FAILED` with a safe message (call in the job's finishing transaction).
-pub async fn mark_document_failed(
+/// The failure of a job that fails its document (the analysis, a verification that
+/// found a mismatch), in its finishing transaction: the version its payload names
+/// `FAILED` with a safe message, and the document too while that version is its current
+/// one. A newer version whose analysis fails leaves the current one — and the
+/// document's status — alone.
+pub async fn mark_failed_for_job(
     conn: &mut AsyncPgConnection,
-    tenant_id: Uuid,
-    id: Uuid,
+    job_id: Uuid,
     safe_message: &str,
 ) -> Result<bool, DbError> {
-    let updated = diesel::update(documents::table)
-        .filter(documents::id.eq(id))
-        .filter(documents::tenant_id.eq(tenant_id))
-        .set((
-            documents::status.eq(DocumentStatus::Failed),
-            documents::processing_error.eq(safe_message),
-            documents::updated_at.eq(diesel::dsl::now),
-        ))
-        .execute(conn)
-        .await?;
-    Ok(updated == 1)
+    use diesel::sql_types::{Text, Uuid as SqlUuid};
+    let failed = diesel::sql_query(concat!(
+        "WITH job AS ( \
+             SELECT id, tenant_id, document_id, job_type, payload FROM processing_jobs \
+             WHERE id = $1), ",
+        super::analysis::failed_analysis_ctes!("job", "$2", "true"),
+        " SELECT count(*) AS settled FROM document"
+    ))
+    .bind::<SqlUuid, _>(job_id)
+    .bind::<Text, _>(safe_message)
+    .get_result::<Settled>(conn)
+    .await?;
+    Ok(failed.settled == 1)
 }
 
 /// Sets `trashed_at` on a live document of this tenant at a version `if_match` admits;
@@ -243,11 +253,12 @@ struct Settled {
     settled: i64,
 }
 
-/// After its analysis was cancelled, a live document still `PENDING` or `PROCESSING`
-/// with no analysis left queued or running settles in one guarded statement: `READY`
-/// when its current version was analyzed before (its thumbnail exists), else `FAILED`
-/// with a safe error, so it never waits for an analysis that will not come.
-/// `owner_types` are the job types whose outcome is the document's status.
+/// After its analysis was cancelled, each version of the document still `PENDING` or
+/// `PROCESSING` with no analysis of its own left queued or running settles, and so does a
+/// live document in those states with no analysis of its current version left, in one
+/// guarded statement: `READY` when that version was analyzed before (its thumbnail
+/// exists), else `FAILED` with a safe error, so neither waits for an analysis that will
+/// not come. `owner_types` are the job types whose outcome is the document's status.
 pub async fn settle_after_cancel(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -255,7 +266,22 @@ pub async fn settle_after_cancel(
     owner_types: &[&str],
 ) -> Result<bool, DbError> {
     let settled = diesel::sql_query(
-        "WITH settled AS ( \
+        "WITH versions AS ( \
+             UPDATE document_versions AS v \
+             SET status = CASE WHEN seen.analyzed THEN 'READY' ELSE 'FAILED' END, \
+                 processing_error = CASE WHEN seen.analyzed THEN NULL \
+                     ELSE 'the analysis was cancelled; analyze the document again' END \
+             FROM (SELECT x.id, EXISTS (SELECT 1 FROM assets AS a \
+                       WHERE a.version_id = x.id AND a.tenant_id = $1 AND a.kind = 'thumbnail') \
+                   AS analyzed FROM document_versions AS x \
+                   WHERE x.document_id = $2 AND x.tenant_id = $1) AS seen \
+             WHERE v.id = seen.id AND v.status IN ('PENDING', 'PROCESSING') \
+               AND NOT EXISTS (SELECT 1 FROM processing_jobs AS j \
+                   WHERE j.document_id = $2 AND j.tenant_id = $1 \
+                     AND j.job_type = ANY($3) AND j.status IN ('QUEUED', 'RUNNING') \
+                     AND j.payload ->> 'document_version_id' = v.id::text) \
+             RETURNING v.id), \
+         settled AS ( \
              UPDATE documents AS d \
              SET status = CASE WHEN analyzed THEN 'READY' ELSE 'FAILED' END, \
                  processing_error = CASE WHEN analyzed THEN NULL \
@@ -269,7 +295,9 @@ pub async fn settle_after_cancel(
                AND d.status IN ('PENDING', 'PROCESSING') \
                AND NOT EXISTS (SELECT 1 FROM processing_jobs AS j \
                    WHERE j.document_id = d.id AND j.tenant_id = $1 \
-                     AND j.job_type = ANY($3) AND j.status IN ('QUEUED', 'RUNNING')) \
+                     AND j.job_type = ANY($3) AND j.status IN ('QUEUED', 'RUNNING') \
+                     AND (j.payload ->> 'document_version_id' IS NULL \
+                          OR j.payload ->> 'document_version_id' = d.current_version_id::text)) \
              RETURNING d.id) \
          SELECT count(*) AS settled FROM settled",
     )
@@ -281,24 +309,35 @@ pub async fn settle_after_cancel(
     Ok(settled.settled == 1)
 }
 
-/// Back to `PENDING` with no error, for a document whose failed job is retried.
-pub async fn mark_document_pending(
+/// Back to `PENDING` with no error, for a failed job of a document's analysis that is
+/// retried (in the retry's transaction): the version its payload names, and the document
+/// while that version is its current one and the document is `FAILED`.
+pub async fn mark_pending_for_job(
     conn: &mut AsyncPgConnection,
-    tenant_id: Uuid,
-    id: Uuid,
+    job_id: Uuid,
 ) -> Result<bool, DbError> {
-    let updated = diesel::update(documents::table)
-        .filter(documents::id.eq(id))
-        .filter(documents::tenant_id.eq(tenant_id))
-        .filter(documents::status.eq(DocumentStatus::Failed))
-        .set((
-            documents::status.eq(DocumentStatus::Pending),
-            documents::processing_error.eq(None::<String>),
-            documents::updated_at.eq(diesel::dsl::now),
-        ))
-        .execute(conn)
-        .await?;
-    Ok(updated == 1)
+    let pending = diesel::sql_query(
+        "WITH job AS ( \
+             SELECT tenant_id, document_id, payload ->> 'document_version_id' AS version_id \
+             FROM processing_jobs WHERE id = $1), \
+         version AS ( \
+             UPDATE document_versions AS v SET status = 'PENDING', processing_error = NULL \
+             FROM job WHERE v.document_id = job.document_id AND v.tenant_id = job.tenant_id \
+               AND v.id::text = job.version_id AND v.status = 'FAILED' \
+             RETURNING v.id), \
+         document AS ( \
+             UPDATE documents AS d \
+             SET status = 'PENDING', processing_error = NULL, updated_at = now() \
+             FROM job WHERE d.id = job.document_id AND d.tenant_id = job.tenant_id \
+               AND d.status = 'FAILED' \
+               AND (job.version_id IS NULL OR d.current_version_id::text = job.version_id) \
+             RETURNING d.id) \
+         SELECT count(*) AS settled FROM document",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(job_id)
+    .get_result::<Settled>(conn)
+    .await?;
+    Ok(pending.settled == 1)
 }
 
 #[derive(QueryableByName)]

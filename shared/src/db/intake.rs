@@ -245,6 +245,9 @@ fn stored_version(new: &NewDocument, at: OffsetDateTime) -> DocumentVersion {
         content_type: new.content_type.clone(),
         original_filename: new.original_filename.clone(),
         created_at: at,
+        number: 1,
+        status: DocumentStatus::Pending,
+        processing_error: None,
     }
 }
 

@@ -561,9 +561,10 @@ pub async fn requeue_for_retry(
 pub enum Stopped {
     /// Attempts were left: `QUEUED` again with a new event due now.
     Requeued,
-    /// That was its last attempt: `FAILED`, and its document too if the job owns its
-    /// status.
-    Failed,
+    /// That was its last attempt: `FAILED`, and the version its payload names too if the
+    /// job owns its status. `document_failed`: the document itself failed (that version
+    /// is its current one, or the payload names none) — what `document.failed` announces.
+    Failed { document_failed: bool },
     /// The fence no longer held: nothing changed.
     Stale,
 }
@@ -574,6 +575,8 @@ struct StoppedRow {
     requeued: i64,
     #[diesel(sql_type = Int8)]
     failed: i64,
+    #[diesel(sql_type = Int8)]
+    document_failed: i64,
 }
 
 /// Fenced end of a run the worker's drain deadline stopped, in ONE statement that reads
@@ -606,15 +609,10 @@ pub async fn stop_at_shutdown(
                  error_code = $5, error_message = $6, updated_at = now() \
              WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
                AND j.last_task_id = $7 AND j.attempts >= j.max_attempts \
-             RETURNING j.id, j.tenant_id, j.document_id, j.job_type), \
-         document AS ( \
-             UPDATE documents AS d \
-             SET status = 'FAILED', processing_error = $6, updated_at = now() \
-             FROM failed \
-             WHERE d.id = failed.document_id AND d.tenant_id = failed.tenant_id \
-               AND failed.job_type = ANY($8) \
-             RETURNING d.id) \
-         SELECT (SELECT count(*) FROM event) AS requeued, (SELECT count(*) FROM failed) AS failed, \
+             RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload), ",
+        super::analysis::failed_analysis_ctes!("failed", "$6", "failed.job_type = ANY($8)"),
+        " SELECT (SELECT count(*) FROM event) AS requeued, (SELECT count(*) FROM failed) AS failed, \
+             (SELECT count(*) FROM document) AS document_failed, \
              pg_notify('quire_outbox', '') IS NULL AS notified"
     ))
     .bind::<SqlUuid, _>(fence.job_id)
@@ -630,7 +628,9 @@ pub async fn stop_at_shutdown(
     .await?;
     Ok(match (row.requeued, row.failed) {
         (1, _) => Stopped::Requeued,
-        (_, 1) => Stopped::Failed,
+        (_, 1) => Stopped::Failed {
+            document_failed: row.document_failed == 1,
+        },
         _ => Stopped::Stale,
     })
 }

@@ -153,7 +153,10 @@ pub async fn rescue_expired_leases(
         let attempts: Vec<i32> = spent.iter().map(|job| job.attempts).collect();
         // One transaction: the failures and their announcements commit together.
         conn.transaction::<_, DbError, _>(async |conn| {
-            let failed: Vec<LostJob> = diesel::sql_query(
+            // The version a failed analysis names fails, and its document only while
+            // that version is current (`failed_analysis_ctes!`); `document_failed` says
+            // which documents moved, for their announcement.
+            let failed: Vec<LostJob> = diesel::sql_query(concat!(
                 "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::int4[]) AS s(id, attempts)), \
                  job AS ( \
                      UPDATE processing_jobs AS j \
@@ -163,19 +166,16 @@ pub async fn rescue_expired_leases(
                      FROM seen \
                      WHERE j.id = seen.id AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
                        AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts \
-                     RETURNING j.id, j.tenant_id, j.document_id, j.job_type), \
-                 document AS ( \
-                     UPDATE documents AS d \
-                     SET status = 'FAILED', processing_error = 'processing this document kept failing', \
-                         updated_at = now() \
-                     FROM job \
-                     WHERE d.id = job.document_id AND d.tenant_id = job.tenant_id \
-                       AND job.job_type = ANY($3) \
-                     RETURNING d.id) \
-                 SELECT job.id, job.tenant_id, job.document_id, job.job_type, \
+                     RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload), ",
+                super::analysis::failed_analysis_ctes!(
+                    "job",
+                    "'processing this document kept failing'",
+                    "job.job_type = ANY($3)"
+                ),
+                " SELECT job.id, job.tenant_id, job.document_id, job.job_type, \
                      EXISTS (SELECT 1 FROM document WHERE document.id = job.document_id) AS document_failed \
-                 FROM job",
-            )
+                 FROM job"
+            ))
             .bind::<Array<SqlUuid>, _>(ids)
             .bind::<Array<Int4>, _>(attempts)
             .bind::<Array<diesel::sql_types::Text>, _>(crate::jobs::document_status_owners())

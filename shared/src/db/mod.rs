@@ -31,6 +31,7 @@ pub mod storage_gc;
 pub mod tenant_data;
 pub mod tenant_events;
 pub mod tenants;
+pub mod versions;
 pub mod webhooks;
 pub mod workers;
 

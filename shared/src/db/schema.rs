@@ -51,6 +51,7 @@ diesel::table! {
         updated_at -> Timestamptz,
         content_text -> Nullable<Text>,
         row_version -> Int8,
+        last_version_number -> Int4,
     }
 }
 
@@ -65,6 +66,11 @@ diesel::table! {
         content_type -> Text,
         original_filename -> Nullable<Text>,
         created_at -> Timestamptz,
+        number -> Int4,
+        status -> Text,
+        processing_error -> Nullable<Text>,
+        findings_text -> Nullable<Text>,
+        findings_issued_at -> Nullable<Date>,
     }
 }
 

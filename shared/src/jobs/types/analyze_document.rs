@@ -1,8 +1,12 @@
 //! `analyze-document`: VerifyIntegrity → GenerateThumbnails → ExtractText (a scan turned
 //! upright, straightened, read, and laid into its searchable archive copy) →
-//! DetermineIssuedAt → IndexDocument. The document is `PROCESSING` from the start of a
-//! run, `READY` with the job's success, `FAILED` with a safe error when the file cannot
-//! be analyzed. Every write is fenced by the job's claim: each object write checks the
+//! DetermineIssuedAt → IndexDocument, for the version its payload names. The version is
+//! `PROCESSING` from the start of a run, `READY` with the job's success, `FAILED` with a
+//! safe error when the file cannot be analyzed; the document follows while that version
+//! is its current one. A newer version becomes current with its analysis's success (the
+//! previous one stays current and searchable until then), unless a still newer one
+//! became current first (docs/decisions.md, "Document versions"). Every write is fenced
+//! by the job's claim: each object write checks the
 //! fence first and goes to a key of this run's own, and only the fenced IndexDocument
 //! commit makes those objects current (the asset rows, keyed by version and kind, name
 //! them). Objects of a run that lost its fence are deleted by the run, or left to the
@@ -133,7 +137,7 @@ async fn delete_objects(context: &JobContext, keys: &[StorageKey]) {
 enum Indexed {
     /// Findings and assets are current; these objects the rows named before are not.
     Current { superseded: Vec<StorageKey> },
-    /// The document moved on (a new version, gone): nothing to record for this version.
+    /// The version is gone: nothing to record for it.
     DocumentMovedOn,
 }
 
@@ -156,9 +160,11 @@ impl From<DbError> for IndexError {
     }
 }
 
-/// IndexDocument: text, date, assets and search vector in ONE fenced transaction — the
-/// commit that makes this run's objects current. Every statement carries the fence; if
-/// any finds it gone, all of it rolls back.
+/// IndexDocument: the version's findings (text, date) and assets in ONE fenced
+/// transaction — the commit that makes this run's objects the version's. Every statement
+/// carries the fence; if any finds it gone, all of it rolls back. The findings reach the
+/// document and its search vector with the job's success (`commit_success`), when the
+/// version is, or becomes, the current one.
 async fn index(
     conn: &mut AsyncPgConnection,
     fence: &Fence,
@@ -184,7 +190,7 @@ async fn index(
         )
         .await?
         {
-            // The fence held a statement ago, so the document is what moved on.
+            // The fence held a statement ago, so the version is what is gone.
             return Ok(Indexed::DocumentMovedOn);
         }
         let mut superseded = Vec::new();
@@ -271,7 +277,7 @@ impl BackgroundJob for AnalyzeDocument {
             ("document_version_id", "uuid"),
             ("force", "boolean"),
         ],
-        enqueued_by: "upload, bulk re-analyze, metadata edit",
+        enqueued_by: "upload, new version, bulk re-analyze, metadata edit",
         work: "verify integrity, thumbnails, text and OCR, issued-at date, search index",
     };
     const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);
@@ -308,10 +314,15 @@ impl BackgroundJob for AnalyzeDocument {
         .await?;
         let date_reading = {
             let mut conn = context.connection().await?;
-            let started =
-                analysis::start_processing(&mut conn, &fence, job.tenant_id, payload.document_id)
-                    .await
-                    .map_err(JobError::database)?;
+            let started = analysis::start_processing(
+                &mut conn,
+                &fence,
+                job.tenant_id,
+                payload.document_id,
+                payload.document_version_id,
+            )
+            .await
+            .map_err(JobError::database)?;
             if !started {
                 return Err(JobError::permanent(
                     "document_missing",
@@ -355,7 +366,7 @@ impl BackgroundJob for AnalyzeDocument {
             }
             Ok(Indexed::DocumentMovedOn) => {
                 objects.discard(context).await;
-                tracing::info!("analysis results not recorded: the document moved on");
+                tracing::info!("analysis results not recorded: the version is gone");
                 Ok(())
             }
             Err(error) => {
@@ -372,24 +383,32 @@ impl BackgroundJob for AnalyzeDocument {
         conn: &mut AsyncPgConnection,
         job: &Job,
     ) -> Result<(), DbError> {
-        let ready = analysis::mark_ready(
+        let outcome = analysis::make_current(
             conn,
             job.tenant_id,
             self.document_id,
             self.document_version_id,
         )
         .await?;
-        // Announced only when this success made the document ready (a newer version or
-        // a trash in between leaves it as it is, and says nothing).
-        if ready {
-            crate::events::document_ready(
-                conn,
-                job.tenant_id,
-                self.document_id,
-                self.document_version_id,
-                job.id,
-            )
-            .await?;
+        match outcome {
+            // Announced only when this success made the version current and the document
+            // ready (a newer current version or a trash in between leaves the document as
+            // it is, and says nothing).
+            analysis::Outcome::Current => {
+                crate::events::document_ready(
+                    conn,
+                    job.tenant_id,
+                    self.document_id,
+                    self.document_version_id,
+                    job.id,
+                )
+                .await?;
+            }
+            analysis::Outcome::Superseded => tracing::info!(
+                version_id = %self.document_version_id,
+                "version analyzed; a newer version is current"
+            ),
+            analysis::Outcome::Gone => {}
         }
         Ok(())
     }
