@@ -6,12 +6,13 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants, trash,
+    bulk, catalogue, content, documents, edit, health, jobs, labels, listing, members,
+    operator_queues, operator_tenants, trash,
 };
 use crate::views::{
-    DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
-    UploadForm, UploadView, VersionView,
+    AppliedLabelView, DocumentLabelsView, DocumentView, JobView, LabelView, MemberView,
+    ProblemView, RuleView, SearchView, TenantJobView, TenantView, UploadForm, UploadView,
+    VersionView,
 };
 
 #[derive(OpenApi)]
@@ -36,6 +37,16 @@ use crate::views::{
         jobs::get,
         jobs::retry,
         catalogue::catalogue,
+        labels::list_tags,
+        labels::create_tag,
+        labels::get_tag,
+        labels::patch_tag,
+        labels::delete_tag,
+        labels::list_correspondents,
+        labels::create_correspondent,
+        labels::get_correspondent,
+        labels::patch_correspondent,
+        labels::delete_correspondent,
         members::list,
         members::add,
         members::change,
@@ -64,6 +75,13 @@ use crate::views::{
         UploadForm,
         ProblemView,
         edit::DocumentPatch,
+        DocumentLabelsView,
+        AppliedLabelView,
+        LabelView,
+        RuleView,
+        labels::NewLabelBody,
+        labels::LabelPatch,
+        labels::RuleBody,
         bulk::ReanalyzeRequest,
         bulk::VerifyRequest,
         members::NewMember,

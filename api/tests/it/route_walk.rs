@@ -62,6 +62,8 @@ async fn every_route_answers_bad_input_with_a_problem_that_leaks_nothing() {
                     .replace("{tenant_id}", document)
                     .replace("{job_id}", job)
                     .replace("{user_id}", job)
+                    .replace("{tag_id}", document)
+                    .replace("{correspondent_id}", job)
             );
             let token = if path.starts_with("/api/admin/") {
                 &operator

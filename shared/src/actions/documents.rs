@@ -383,7 +383,8 @@ async fn record_upload(
         )))
 }
 
-/// What an edit changes beyond the document row itself.
+/// What an edit changes beyond the document row itself: the user's labels, which no
+/// matching rule overrides (`db::labels::set_document_tags`).
 #[derive(Debug, Clone, Default)]
 pub struct LabelEdit {
     /// Replaces the document's tags.
@@ -415,9 +416,16 @@ pub async fn edit(
     let tenant_id = caller.tenant_id;
     conn.transaction::<_, ActionError, _>(async |conn| {
         hold(conn, &caller.tenant_write()).await?;
-        let before = documents::find_document(conn, tenant_id, document_id)
-            .await?
-            .ok_or(ActionError::NotFound)?;
+        let before = if label_edit.tags.is_some() || label_edit.correspondent.is_some() {
+            // A user's labels and an analysis's rules take the document row in turn: the
+            // one that comes second sees what the first chose (`db::auto_labels::apply`).
+            documents::lock_document(conn, tenant_id, document_id)
+                .await?
+                .filter(|document| document.trashed_at.is_none())
+        } else {
+            documents::find_document(conn, tenant_id, document_id).await?
+        }
+        .ok_or(ActionError::NotFound)?;
         let after = documents::edit_document(conn, tenant_id, document_id, edit)
             .await?
             .ok_or(ActionError::NotFound)?;

@@ -8,6 +8,7 @@
 
 pub mod documents;
 pub mod jobs;
+pub mod labels;
 pub mod members;
 pub mod ops_sessions;
 pub mod scheduling;

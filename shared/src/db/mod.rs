@@ -3,11 +3,13 @@
 
 pub mod analysis;
 pub mod assets;
+pub mod auto_labels;
 pub mod connect;
 pub mod documents;
 pub mod enqueue_budget;
 pub mod intake;
 pub mod jobs;
+pub mod label_catalog;
 pub mod labels;
 pub mod maintenance;
 pub mod members;

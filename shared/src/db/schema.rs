@@ -48,6 +48,8 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         content_text -> Nullable<Text>,
+        correspondent_automatic -> Bool,
+        correspondent_set_by_user -> Bool,
     }
 }
 
@@ -117,6 +119,9 @@ diesel::table! {
         tenant_id -> Uuid,
         name -> Text,
         created_at -> Timestamptz,
+        match_algorithm -> Text,
+        match_text -> Text,
+        match_case_insensitive -> Bool,
     }
 }
 
@@ -126,6 +131,9 @@ diesel::table! {
         tenant_id -> Uuid,
         name -> Text,
         created_at -> Timestamptz,
+        match_algorithm -> Text,
+        match_text -> Text,
+        match_case_insensitive -> Bool,
     }
 }
 
@@ -134,6 +142,16 @@ diesel::table! {
         document_id -> Uuid,
         tag_id -> Uuid,
         tenant_id -> Uuid,
+        automatic -> Bool,
+    }
+}
+
+diesel::table! {
+    document_tag_removals (document_id, tag_id) {
+        document_id -> Uuid,
+        tag_id -> Uuid,
+        tenant_id -> Uuid,
+        removed_at -> Timestamptz,
     }
 }
 
@@ -276,6 +294,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     correspondents,
     tags,
     document_tags,
+    document_tag_removals,
     capability_sets,
     tenant_members,
     search_indexes,

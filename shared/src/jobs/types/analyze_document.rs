@@ -1,5 +1,5 @@
 //! `analyze-document`: VerifyIntegrity → GenerateThumbnails → ExtractText →
-//! DetermineIssuedAt → IndexDocument. The document is `PROCESSING` from the start of a
+//! DetermineIssuedAt → MatchLabels → IndexDocument. The document is `PROCESSING` from the start of a
 //! run, `READY` with the job's success, `FAILED` with a safe error when the file cannot
 //! be analyzed. Every write is fenced by the job's claim: each object write checks the
 //! fence first and goes to a key of this run's own, and only the fenced IndexDocument
@@ -19,11 +19,13 @@ use crate::analysis::{Analysis, AnalysisError, Analyzer};
 use crate::db::DbError;
 use crate::db::analysis::{self, Findings};
 use crate::db::assets::{self, AssetKind, NewAsset, Upserted};
+use crate::db::auto_labels;
 use crate::db::documents::DocumentVersion;
 use crate::db::jobs::{self, Fence, Job};
 use crate::fault_points::{self, Point};
 use crate::integrity;
 use crate::jobs::{BackgroundJob, Description, JobContext, JobError};
+use crate::matching::{self, Matched};
 use crate::states::TenantStatus;
 use crate::storage::{Digested, StorageKey};
 
@@ -119,14 +121,15 @@ impl From<DbError> for IndexError {
     }
 }
 
-/// IndexDocument: text, date, assets and search vector in ONE fenced transaction — the
-/// commit that makes this run's objects current. Every statement carries the fence; if
-/// any finds it gone, all of it rolls back.
+/// IndexDocument: text, date, the labels the rules found, assets and search vector in ONE
+/// fenced transaction — the commit that makes this run's objects current. Every statement
+/// carries the fence; if any finds it gone, all of it rolls back.
 async fn index(
     conn: &mut AsyncPgConnection,
     fence: &Fence,
     version: &DocumentVersion,
     analysis: &Analysis,
+    matched: &Matched,
     stored: &[(AssetKind, StorageKey, Digested, &'static str)],
 ) -> Result<Indexed, IndexError> {
     conn.transaction::<_, IndexError, _>(async |conn| {
@@ -149,6 +152,11 @@ async fn index(
         {
             // The fence held a statement ago, so the document is what moved on.
             return Ok(Indexed::DocumentMovedOn);
+        }
+        // The findings' update holds the document row: a user's label edit waits for this
+        // commit, or committed first and is seen here.
+        if auto_labels::apply(conn, version.tenant_id, version.document_id, matched).await? {
+            analysis::reindex(conn, version.document_id).await?;
         }
         let mut superseded = Vec::new();
         for (kind, key, digest, content_type) in stored {
@@ -186,6 +194,7 @@ async fn store_and_index(
     fence: &Fence,
     version: &DocumentVersion,
     found: &Analysis,
+    matched: &Matched,
     objects: &mut RunObjects,
 ) -> Result<Indexed, JobError> {
     let (thumbnail_key, thumbnail) = objects
@@ -212,7 +221,7 @@ async fn store_and_index(
         (AssetKind::Text, text_key, text, "text/plain; charset=utf-8"),
     ];
     let mut conn = context.connection().await?;
-    match index(&mut conn, fence, version, found, &stored).await {
+    match index(&mut conn, fence, version, found, matched, &stored).await {
         Ok(indexed) => Ok(indexed),
         Err(IndexError::FenceLost) => Err(JobError::FenceLost),
         Err(IndexError::Db(error)) => Err(JobError::database(error)),
@@ -229,7 +238,7 @@ impl BackgroundJob for AnalyzeDocument {
             ("force", "boolean"),
         ],
         enqueued_by: "upload, bulk re-analyze, metadata edit",
-        work: "verify integrity, thumbnails, text and OCR, issued-at date, search index",
+        work: "verify integrity, thumbnails, text and OCR, issued-at date, matching rules, search index",
     };
     const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);
     const TIME_LIMIT: Duration = Duration::from_secs(600);
@@ -296,10 +305,14 @@ impl BackgroundJob for AnalyzeDocument {
         if cancelled.is_cancelled() {
             return Ok(());
         }
+        let matched = match_labels(context, job.tenant_id, &found.text).await?;
+        if cancelled.is_cancelled() {
+            return Ok(());
+        }
 
         fault_points::pass(Point::AnalysisBeforeStore, payload.document_id).await;
         let mut objects = RunObjects::default();
-        match store_and_index(context, &fence, &version, &found, &mut objects).await {
+        match store_and_index(context, &fence, &version, &found, &matched, &mut objects).await {
             Ok(Indexed::Current { superseded }) => {
                 // Current no more: nobody reads them after the commit above.
                 delete_objects(context, &superseded).await;
@@ -332,5 +345,40 @@ impl BackgroundJob for AnalyzeDocument {
         )
         .await?;
         Ok(())
+    }
+}
+
+/// MatchLabels: the tenant's matching rules over the extracted text, on a blocking thread
+/// (CPU work, linear in the text per rule) and outside any transaction; IndexDocument
+/// writes what they found. A rule changed in between applies from the next analysis.
+async fn match_labels(
+    context: &JobContext,
+    tenant_id: Uuid,
+    text: &str,
+) -> Result<Matched, JobError> {
+    let rules = {
+        let mut conn = context.connection().await?;
+        auto_labels::load_rules(&mut conn, tenant_id)
+            .await
+            .map_err(JobError::database)?
+    };
+    if rules.is_empty() {
+        return Ok(Matched::default());
+    }
+    let text = text.to_owned();
+    let evaluated = tokio::task::spawn_blocking(move || {
+        matching::evaluate(&rules.tags, &rules.correspondents, &text)
+    })
+    .await;
+    match evaluated {
+        Ok(matched) => Ok(matched),
+        // A bug in a matcher is this attempt's failure (`handler_panicked`), as for the
+        // analysis's own blocking steps.
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => Err(JobError::transient(
+            "worker_shutting_down",
+            "the worker stopped while matching labels",
+            error,
+        )),
     }
 }
