@@ -90,7 +90,11 @@ impl DocumentView {
         self.tags = labels.tags.iter().map(|tag| tag.name.clone()).collect();
         self.correspondent = labels.correspondent.as_ref().map(|c| c.name.clone());
         self.labels = DocumentLabelsView {
-            tags: labels.tags.into_iter().map(AppliedLabelView::from).collect(),
+            tags: labels
+                .tags
+                .into_iter()
+                .map(AppliedLabelView::from)
+                .collect(),
             correspondent: labels.correspondent.map(AppliedLabelView::from),
         };
         self

@@ -65,7 +65,6 @@ pub struct LabelPatch {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct LabelPage {
     after: Option<String>,
     limit: Option<i64>,
@@ -97,7 +96,10 @@ async fn list(
         LabelKind::Tag => "tags",
         LabelKind::Correspondent => "correspondents",
     };
-    Ok(HttpResponse::Ok().json(json!({ key: views, "next_after": next_after })))
+    let mut body = serde_json::Map::new();
+    body.insert(key.to_owned(), json!(views));
+    body.insert("next_after".to_owned(), json!(next_after));
+    Ok(HttpResponse::Ok().json(body))
 }
 
 async fn get(

@@ -178,6 +178,16 @@ pub async fn change(
             if gains_rule && before.match_algorithm == MatchAlgorithm::Never {
                 check_allowance(conn, tenant_id, kind).await?;
             }
+            // Search finds labels by name: the documents that carry it are reindexed,
+            // locked before the label's row changes (see `lock_documents`).
+            let renamed = name.as_deref().is_some_and(|name| name != before.name);
+            let labelled = if renamed {
+                let labelled = label_catalog::documents_labelled(conn, tenant_id, kind, id).await?;
+                label_catalog::lock_documents(conn, tenant_id, &labelled).await?;
+                labelled
+            } else {
+                Vec::new()
+            };
             let after = match label_catalog::update(
                 conn,
                 tenant_id,
@@ -192,10 +202,7 @@ pub async fn change(
                 Err(error) if error.is_unique_violation() => return Err(name_taken(kind)),
                 Err(error) => return Err(error.into()),
             };
-            if after.name != before.name {
-                let labelled = label_catalog::documents_labelled(conn, tenant_id, kind, id).await?;
-                label_catalog::reindex_documents(conn, &labelled).await?;
-            }
+            label_catalog::reindex_documents(conn, &labelled).await?;
             Ok(after)
         })
         .await?;
@@ -211,18 +218,39 @@ pub async fn delete(
     id: Uuid,
 ) -> Result<(), ActionError> {
     let tenant_id = tenant.tenant_id;
-    let unlabelled = conn
-        .transaction::<_, ActionError, _>(async |conn| {
-            hold_tenant(conn, tenant, TenantStatus::Active, TenantLock::Share).await?;
-            label_catalog::find(conn, tenant_id, kind, id, true)
-                .await?
-                .ok_or(ActionError::NotFound)?;
-            let labelled = label_catalog::documents_labelled(conn, tenant_id, kind, id).await?;
-            label_catalog::delete(conn, tenant_id, kind, id).await?;
-            label_catalog::reindex_documents(conn, &labelled).await?;
-            Ok(labelled.len())
-        })
-        .await?;
+    // An analysis or edit that linked the label to another document while this one ran
+    // makes the deletion fail its foreign key: the next attempt sees that document too.
+    let mut attempts = 0;
+    let unlabelled = loop {
+        attempts += 1;
+        let deleted = conn
+            .transaction::<_, ActionError, _>(async |conn| {
+                hold_tenant(conn, tenant, TenantStatus::Active, TenantLock::Share).await?;
+                label_catalog::find(conn, tenant_id, kind, id, true)
+                    .await?
+                    .ok_or(ActionError::NotFound)?;
+                let labelled = label_catalog::documents_labelled(conn, tenant_id, kind, id).await?;
+                label_catalog::lock_documents(conn, tenant_id, &labelled).await?;
+                label_catalog::delete(conn, tenant_id, kind, id).await?;
+                label_catalog::reindex_documents(conn, &labelled).await?;
+                Ok(labelled.len())
+            })
+            .await;
+        match deleted {
+            Err(ActionError::Db(error)) if attempts < 3 && is_foreign_key_violation(&error) => {}
+            deleted => break deleted?,
+        }
+    };
     tracing::info!(%tenant_id, label_id = %id, kind = kind.noun(), documents = unlabelled, "label deleted");
     Ok(())
+}
+
+fn is_foreign_key_violation(error: &crate::db::DbError) -> bool {
+    matches!(
+        error,
+        crate::db::DbError::Query(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::ForeignKeyViolation,
+            _
+        ))
+    )
 }

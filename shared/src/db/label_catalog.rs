@@ -92,7 +92,9 @@ pub async fn list(
     .await?)
 }
 
-/// One label of this tenant; `lock` holds its row until the transaction ends.
+/// One label of this tenant; `lock` holds its row until the transaction ends against
+/// other changes of it (`FOR NO KEY UPDATE`: an analysis linking the label, which takes
+/// `FOR KEY SHARE` through the foreign key, does not wait for it).
 pub async fn find(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -103,7 +105,7 @@ pub async fn find(
     let rows: Vec<Label> = diesel::sql_query(format!(
         "SELECT {COLUMNS} FROM {} WHERE tenant_id = $1 AND id = $2{}",
         kind.table(),
-        if lock { " FOR UPDATE" } else { "" }
+        if lock { " FOR NO KEY UPDATE" } else { "" }
     ))
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(id)
@@ -213,6 +215,28 @@ pub async fn documents_labelled(
         .load(conn)
         .await?;
     Ok(rows.into_iter().map(|row| row.id).collect())
+}
+
+/// Locks these documents of the tenant, in id order. A rename or deletion of a label
+/// takes the documents that carry it first, then the label, the order an analysis and a
+/// user's edit take them in (a document, then its labels through the foreign keys):
+/// none of them waits for another in a cycle.
+pub async fn lock_documents(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_ids: &[Uuid],
+) -> Result<(), DbError> {
+    if document_ids.is_empty() {
+        return Ok(());
+    }
+    diesel::sql_query(
+        "SELECT id FROM documents WHERE tenant_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<Array<SqlUuid>, _>(document_ids)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// Takes the label off every document and deletes it (with the record of who removed a

@@ -181,11 +181,15 @@ pub async fn labels_of(
         .load(conn)
         .await?;
     for (document_id, id, name, automatic) in tagged {
-        labels.entry(document_id).or_default().tags.push(AppliedLabel {
-            id,
-            name,
-            automatic,
-        });
+        labels
+            .entry(document_id)
+            .or_default()
+            .tags
+            .push(AppliedLabel {
+                id,
+                name,
+                automatic,
+            });
     }
     let named: Vec<(Uuid, Uuid, String, bool)> = documents::table
         .inner_join(

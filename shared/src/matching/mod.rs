@@ -76,16 +76,20 @@ impl Default for Rule {
 /// Why a rule is refused, in words for the client who sent it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleFault {
-    #[error("a match text has at most {MAX_MATCH_CHARS} characters and no control characters")]
+    #[error(
+        "a match text has at most {} characters and no control characters",
+        MAX_MATCH_CHARS
+    )]
     TextInvalid,
-    #[error("a fuzzy match text has at most {MAX_FUZZY_CHARS} characters")]
+    #[error("a fuzzy match text has at most {} characters", MAX_FUZZY_CHARS)]
     FuzzyTooLong,
     #[error("this algorithm needs a match text with at least one word (letters or digits)")]
     NoWords,
     #[error("the regular expression is not valid: {0}")]
     RegexSyntax(String),
     #[error(
-        "the regular expression is larger than Quire runs once compiled (at most {REGEX_SIZE_LIMIT} bytes): use fewer or smaller repetitions and classes"
+        "the regular expression is larger than Quire runs once compiled (at most {} bytes): use fewer or smaller repetitions and classes",
+        REGEX_SIZE_LIMIT
     )]
     RegexTooLarge,
 }
@@ -110,7 +114,10 @@ pub struct Matcher {
 enum How {
     Never,
     /// Terms, each a phrase of words; `all` says whether every one must be found.
-    Terms { terms: Vec<Vec<String>>, all: bool },
+    Terms {
+        terms: Vec<Vec<String>>,
+        all: bool,
+    },
     Regex(Box<Regex>),
     Fuzzy(Box<fuzzy::Fuzzy>),
 }
@@ -123,7 +130,7 @@ impl Matcher {
             return Err(RuleFault::TextInvalid);
         }
         let fold = rule.case_insensitive;
-        let words = |all| {
+        let word_terms = |all| {
             let terms = terms(text, fold);
             if terms.is_empty() {
                 return Err(RuleFault::NoWords);
@@ -132,8 +139,8 @@ impl Matcher {
         };
         let how = match rule.algorithm {
             MatchAlgorithm::Never => How::Never,
-            MatchAlgorithm::Any => words(false)?,
-            MatchAlgorithm::All => words(true)?,
+            MatchAlgorithm::Any => word_terms(false)?,
+            MatchAlgorithm::All => word_terms(true)?,
             MatchAlgorithm::Exact => {
                 let phrase: Vec<String> = words::words_of(text, fold).collect();
                 if phrase.is_empty() {
@@ -245,10 +252,16 @@ pub struct Matched {
     pub correspondent_id: Option<Uuid>,
 }
 
-/// The labels whose rules find `text`, in the order given. CPU work linear in the text
-/// per rule: run it on a blocking thread. A stored rule that no longer compiles (a limit
-/// was lowered) matches nothing and is logged.
-pub fn evaluate(tags: &[Candidate], correspondents: &[Candidate], text: &str) -> Matched {
+/// The labels whose rules find `text`, in the order given; `None` when `stopped` said so
+/// between two rules (the job was dropped: a run never outlives it by more than one
+/// rule). CPU work linear in the text per rule: run it on a blocking thread. A stored
+/// rule that no longer compiles (a limit was lowered) matches nothing and is logged.
+pub fn evaluate(
+    tags: &[Candidate],
+    correspondents: &[Candidate],
+    text: &str,
+    stopped: impl Fn() -> bool,
+) -> Option<Matched> {
     let text = DocumentText::new(text);
     let found = |candidate: &Candidate| match Matcher::compile(&candidate.rule) {
         Ok(matcher) => matcher.matches(&text),
@@ -257,17 +270,25 @@ pub fn evaluate(tags: &[Candidate], correspondents: &[Candidate], text: &str) ->
             false
         }
     };
-    Matched {
-        tag_ids: tags
-            .iter()
-            .filter(|candidate| found(candidate))
-            .map(|candidate| candidate.id)
-            .collect(),
-        correspondent_id: correspondents
-            .iter()
-            .find(|candidate| found(candidate))
-            .map(|candidate| candidate.id),
+    let mut matched = Matched::default();
+    for candidate in tags {
+        if stopped() {
+            return None;
+        }
+        if found(candidate) {
+            matched.tag_ids.push(candidate.id);
+        }
     }
+    for candidate in correspondents {
+        if stopped() {
+            return None;
+        }
+        if found(candidate) {
+            matched.correspondent_id = Some(candidate.id);
+            break;
+        }
+    }
+    Some(matched)
 }
 
 #[cfg(test)]

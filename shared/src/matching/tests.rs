@@ -45,7 +45,12 @@ fn each_algorithm_finds_what_it_should_and_nothing_else() {
         (A::Exact, "0815-42", true, true),
         (A::Regex, r"Rechnung Nr\. \d{4}", true, true),
         (A::Regex, r"rechnung nr\. \d{4}", false, false),
-        (A::Regex, r"(?m)^Rechnungsdatum: \d{2}\.\d{2}\.\d{4}$", true, true),
+        (
+            A::Regex,
+            r"(?m)^Rechnungsdatum: \d{2}\.\d{2}\.\d{4}$",
+            true,
+            true,
+        ),
         (A::Regex, r"Kundennummer \d{5}", true, false),
         (A::Regex, r"\bM\w+ler\b", true, true),
         // OCR-mangled names within 90 %: a letter off, a letter missing, one split in two.
@@ -82,8 +87,7 @@ fn an_empty_text_matches_no_rule() {
 
 #[test]
 fn fuzzy_compares_the_phrase_as_words() {
-    let Ok(matcher) = Matcher::compile(&rule(MatchAlgorithm::Fuzzy, " ACME,  GmbH! ", true))
-    else {
+    let Ok(matcher) = Matcher::compile(&rule(MatchAlgorithm::Fuzzy, " ACME,  GmbH! ", true)) else {
         panic!("refused");
     };
     let How::Fuzzy(fuzzy) = &matcher.how else {
@@ -103,7 +107,11 @@ fn bad_rules_are_refused_with_a_reason() {
         (A::Regex, "", "invalid_rule"),
         (A::Any, "tab\there", "invalid_rule"),
         (A::Any, &long, "invalid_rule"),
-        (A::Fuzzy, "a very long company name that is no name at all but a whole sentence", "invalid_rule"),
+        (
+            A::Fuzzy,
+            "a very long company name that is no name at all but a whole sentence",
+            "invalid_rule",
+        ),
         (A::Regex, "(unclosed", "invalid_regex"),
         (A::Regex, r"\p{NoSuchClass}", "invalid_regex"),
         // Hostile: tiny to send, enormous once compiled.
@@ -148,8 +156,32 @@ fn tags_all_match_and_the_first_correspondent_wins() {
         candidate(MatchAlgorithm::Fuzzy, "ACME Supplies"),
         candidate(MatchAlgorithm::Any, "telekom"),
     ];
-    let matched = evaluate(&tags, &correspondents, INVOICE);
+    let matched = evaluate(&tags, &correspondents, INVOICE, || false).expect("not stopped");
     assert_eq!(matched.tag_ids, [tags[0].id, tags[2].id]);
     assert_eq!(matched.correspondent_id, Some(correspondents[1].id));
-    assert_eq!(evaluate(&tags, &correspondents, "nothing here"), Matched::default());
+    assert_eq!(
+        evaluate(&tags, &correspondents, "nothing here", || false),
+        Some(Matched::default())
+    );
+}
+
+#[test]
+fn a_stopped_evaluation_ends_between_two_rules() {
+    let tags: Vec<Candidate> = (0..10)
+        .map(|n| Candidate {
+            id: Uuid::now_v7(),
+            rule: rule(A::Any, &format!("word{n}"), true),
+        })
+        .collect();
+    let asked = std::cell::Cell::new(0);
+    let stopped = || {
+        asked.set(asked.get() + 1);
+        asked.get() > 3
+    };
+    assert_eq!(evaluate(&tags, &[], INVOICE, stopped), None);
+    assert_eq!(
+        asked.get(),
+        4,
+        "it stopped at the first rule after being told"
+    );
 }

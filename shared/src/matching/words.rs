@@ -13,16 +13,20 @@ pub(super) struct Words {
     sequence: Vec<u32>,
 }
 
-/// The words of `text`, lowercased when `fold` (Unicode lowercase, so `GRÜSSE` and
-/// `grüsse` are one word).
+/// The words of `text`, case-folded when `fold`: Unicode lowercase, and `ß` as `ss`
+/// (its capital is written `SS`), so `GRÜSSE`, `Grüße` and `grüsse` are one word.
 pub(super) fn words_of(text: &str, fold: bool) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|word| !word.is_empty())
         .map(move |word| {
-            if fold {
-                word.to_lowercase()
+            if !fold {
+                return word.to_owned();
+            }
+            let lower = word.to_lowercase();
+            if lower.contains('ß') {
+                lower.replace('ß', "ss")
             } else {
-                word.to_owned()
+                lower
             }
         })
 }
@@ -106,6 +110,7 @@ mod tests {
         assert!(words.contains_phrase(&phrase("GmbH Co")));
         assert!(words.contains_phrase(&phrase("co rechnung")));
         assert!(words.contains_phrase(&phrase("GRÜSSE")));
+        assert!(words.contains_phrase(&phrase("grüße")));
         assert!(!words.contains_phrase(&phrase("acme co")));
         assert!(!words.contains_phrase(&phrase("47")));
         assert!(!words.contains_phrase(&[]));

@@ -1,8 +1,8 @@
 //! `analyze-document`: VerifyIntegrity → GenerateThumbnails → ExtractText →
-//! DetermineIssuedAt → MatchLabels → IndexDocument. The document is `PROCESSING` from the start of a
-//! run, `READY` with the job's success, `FAILED` with a safe error when the file cannot
-//! be analyzed. Every write is fenced by the job's claim: each object write checks the
-//! fence first and goes to a key of this run's own, and only the fenced IndexDocument
+//! DetermineIssuedAt → MatchLabels → IndexDocument. The document is `PROCESSING` from the
+//! start of a run, `READY` with the job's success, `FAILED` with a safe error when the file
+//! cannot be analyzed. Every write is fenced by the job's claim: each object write checks
+//! the fence first and goes to a key of this run's own, and only the fenced IndexDocument
 //! commit makes those objects current (the asset rows, keyed by version and kind, name
 //! them). Objects of a run that lost its fence are deleted by the run, or left to the
 //! storage GC when the run was dropped (docs/decisions.md, "Fenced object writes").
@@ -366,12 +366,25 @@ async fn match_labels(
         return Ok(Matched::default());
     }
     let text = text.to_owned();
+    // A blocking thread is not dropped with the job (a time limit, a cancellation): it
+    // stops at the next rule once this future is gone.
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    let _stop_when_dropped = stop.drop_guard();
     let evaluated = tokio::task::spawn_blocking(move || {
-        matching::evaluate(&rules.tags, &rules.correspondents, &text)
+        matching::evaluate(&rules.tags, &rules.correspondents, &text, || {
+            stopped.is_cancelled()
+        })
     })
     .await;
     match evaluated {
-        Ok(matched) => Ok(matched),
+        Ok(Some(matched)) => Ok(matched),
+        // Only this future's drop stops it; never taken as "nothing matched".
+        Ok(None) => Err(JobError::transient(
+            "worker_shutting_down",
+            "the worker stopped while matching labels",
+            anyhow::anyhow!("label matching stopped"),
+        )),
         // A bug in a matcher is this attempt's failure (`handler_panicked`), as for the
         // analysis's own blocking steps.
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
