@@ -3,19 +3,24 @@
 //! document's version is returned, not duplicated (partial unique indexes decide,
 //! race-free).
 
-use actix_web::{HttpResponse, web};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::FutureExt;
 use quire_shared::actions::documents::{self as document_actions, BulkResult};
+use quire_shared::actions::idempotency::Scope;
 use quire_shared::db::pauses::{self, Holds};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::auth::DocumentWriter;
 use crate::error::ApiError;
+use crate::idempotency::{self, Answer};
 use crate::state::AppState;
 use crate::views::{JobView, ProblemView};
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+// `Serialize`: the parsed body is the request an Idempotency-Key stands for.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReanalyzeRequest {
     ids: Vec<Uuid>,
@@ -23,14 +28,14 @@ pub struct ReanalyzeRequest {
     force: bool,
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
     ids: Vec<Uuid>,
 }
 
 /// The bulk answer: each document's job, or `not_found`.
-fn answer(results: Vec<BulkResult>, holds: &Holds) -> HttpResponse {
+fn answer(results: Vec<BulkResult>, holds: &Holds) -> Result<Answer, ApiError> {
     let results: Vec<_> = results
         .into_iter()
         .map(|(document_id, job)| match job {
@@ -40,15 +45,18 @@ fn answer(results: Vec<BulkResult>, holds: &Holds) -> HttpResponse {
             None => json!({ "document_id": document_id, "job": null, "error": "not_found" }),
         })
         .collect();
-    HttpResponse::Accepted().json(json!({ "results": results }))
+    Answer::json(StatusCode::ACCEPTED, &json!({ "results": results }))
 }
 
 #[utoipa::path(
     post, path = "/api/documents/reanalyze", tag = "documents",
+    params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     request_body = ReanalyzeRequest,
     responses(
-        (status = 202, description = "{results: [{document_id, job, error}]}: the job of each document, existing or new"),
-        (status = 422, description = "no ids, or more than 100", body = ProblemView, content_type = "application/problem+json"),
+        (status = 202, description = "{results: [{document_id, job, error}]}: the job of each document, existing or new (or, with Idempotency-Key, the first answer again)",
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
+        (status = 400, description = "invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "no ids, or more than 100; idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "not a member, no documents:write, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
@@ -58,31 +66,44 @@ fn answer(results: Vec<BulkResult>, holds: &Holds) -> HttpResponse {
 pub async fn reanalyze(
     state: web::Data<AppState>,
     caller: DocumentWriter,
+    http: HttpRequest,
     body: web::Json<ReanalyzeRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let request = body.into_inner();
+    let keyed = idempotency::Key::of(&http, Scope::Tenant(caller.tenant_id))?.map(|key| {
+        let digest = idempotency::json_digest("POST", "/api/documents/reanalyze", &request);
+        key.for_request(digest, &state.settings)
+    });
     // One job per document named (at most the burst: see `enqueue_budget::take`).
     crate::enqueue_limit::admit(&state, caller.tenant_id, request.ids.len(), "reanalyze").await?;
+    let document_caller = state.document_caller(&caller);
+    let tenant_id = caller.tenant_id;
     let mut conn = state.connection().await?;
-    let results = document_actions::reanalyze(
-        &mut conn,
-        &state.document_caller(&caller),
-        &request.ids,
-        request.force,
-    )
+    let answered = idempotency::once(&mut conn, keyed, move |conn| {
+        async move {
+            let results =
+                document_actions::reanalyze(conn, &document_caller, &request.ids, request.force)
+                    .await?;
+            let holds = pauses::holds(conn, tenant_id).await?;
+            answer(results, &holds)
+        }
+        .boxed()
+    })
     .await?;
-    let holds = pauses::holds(&mut conn, caller.tenant_id).await?;
-    Ok(answer(results, &holds))
+    Ok(answered.into_response())
 }
 
 /// Integrity check only: the document's status stays as it is unless its bytes no longer
 /// match (then it ends `FAILED`).
 #[utoipa::path(
     post, path = "/api/documents/verify", tag = "documents",
+    params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     request_body = VerifyRequest,
     responses(
-        (status = 202, description = "{results: [{document_id, job, error}]}: the verify-document job of each document, existing or new"),
-        (status = 422, description = "no ids, or more than 100", body = ProblemView, content_type = "application/problem+json"),
+        (status = 202, description = "{results: [{document_id, job, error}]}: the verify-document job of each document, existing or new (or, with Idempotency-Key, the first answer again)",
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
+        (status = 400, description = "invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "no ids, or more than 100; idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "not a member, no documents:write, or the tenant is suspended", body = ProblemView, content_type = "application/problem+json"),
@@ -92,13 +113,26 @@ pub async fn reanalyze(
 pub async fn verify(
     state: web::Data<AppState>,
     caller: DocumentWriter,
+    http: HttpRequest,
     body: web::Json<VerifyRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let ids = body.into_inner().ids;
-    crate::enqueue_limit::admit(&state, caller.tenant_id, ids.len(), "verify").await?;
+    let request = body.into_inner();
+    let keyed = idempotency::Key::of(&http, Scope::Tenant(caller.tenant_id))?.map(|key| {
+        let digest = idempotency::json_digest("POST", "/api/documents/verify", &request);
+        key.for_request(digest, &state.settings)
+    });
+    crate::enqueue_limit::admit(&state, caller.tenant_id, request.ids.len(), "verify").await?;
+    let document_caller = state.document_caller(&caller);
+    let tenant_id = caller.tenant_id;
     let mut conn = state.connection().await?;
-    let results =
-        document_actions::verify(&mut conn, &state.document_caller(&caller), &ids).await?;
-    let holds = pauses::holds(&mut conn, caller.tenant_id).await?;
-    Ok(answer(results, &holds))
+    let answered = idempotency::once(&mut conn, keyed, move |conn| {
+        async move {
+            let results = document_actions::verify(conn, &document_caller, &request.ids).await?;
+            let holds = pauses::holds(conn, tenant_id).await?;
+            answer(results, &holds)
+        }
+        .boxed()
+    })
+    .await?;
+    Ok(answered.into_response())
 }

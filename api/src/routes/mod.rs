@@ -7,6 +7,7 @@ mod catalogue;
 mod content;
 mod documents;
 mod edit;
+mod events;
 mod health;
 mod jobs;
 mod labels;
@@ -15,7 +16,9 @@ mod members;
 mod openapi;
 mod operator_queues;
 mod operator_tenants;
+mod settings;
 mod trash;
+mod webhooks;
 
 use actix_web::{HttpResponse, Resource, web};
 
@@ -115,6 +118,7 @@ route_table! {
         "/documents/{document_id}/restore" { post => trash::restore }
         "/documents/{document_id}/content" { get => content::content }
         "/documents/{document_id}/thumbnail" { get => content::thumbnail }
+        "/documents/{document_id}/archive" { get => content::archive }
         "/documents/{document_id}/processing-jobs" { get => jobs::list }
         "/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
         "/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }
@@ -125,8 +129,18 @@ route_table! {
         "/correspondents/{correspondent_id}" { get => labels::get_correspondent, patch => labels::patch_correspondent, delete => labels::delete_correspondent }
         "/members" { get => members::list, post => members::add }
         "/members/{user_id}" { patch => members::change, delete => members::remove }
+        "/webhooks" { get => webhooks::list, post => webhooks::create }
+        "/webhooks/{webhook_id}" { get => webhooks::get, patch => webhooks::patch, delete => webhooks::delete }
+        "/webhooks/{webhook_id}/deliveries" { get => webhooks::deliveries }
+        "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver" { post => webhooks::redeliver }
+        "/events" { get => events::subscribe }
+        "/settings" { get => settings::get, patch => settings::patch }
     }
 }
+
+/// Routes that answer an endless stream (text/event-stream): a walk that reads every
+/// body to its end takes their refusals only (their own tests read them).
+pub const STREAMING_ROUTES: &[&str] = &["/api/events"];
 
 /// Routes that serve the API's own documentation rather than the API.
 pub const DOCUMENTATION_ROUTES: &[&str] = &[

@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    bulk, catalogue, content, documents, edit, health, jobs, labels, listing, members,
-    operator_queues, operator_tenants, trash,
+    bulk, catalogue, content, documents, edit, events, health, jobs, labels, listing, members,
+    operator_queues, operator_tenants, settings, trash, webhooks,
 };
 use crate::views::{
     AppliedLabelView, DocumentLabelsView, DocumentView, JobView, LabelView, MemberView,
@@ -33,6 +33,7 @@ use crate::views::{
         trash::restore,
         content::content,
         content::thumbnail,
+        content::archive,
         jobs::list,
         jobs::get,
         jobs::retry,
@@ -51,6 +52,16 @@ use crate::views::{
         members::add,
         members::change,
         members::remove,
+        webhooks::list,
+        webhooks::create,
+        webhooks::get,
+        webhooks::patch,
+        webhooks::delete,
+        webhooks::deliveries,
+        webhooks::redeliver,
+        events::subscribe,
+        settings::get,
+        settings::patch,
         operator_tenants::create,
         operator_tenants::list,
         operator_tenants::get,
@@ -91,7 +102,15 @@ use crate::views::{
         TenantJobView,
         operator_tenants::NewTenant,
         operator_tenants::LimitsPatch,
-        operator_queues::QueueView
+        operator_queues::QueueView,
+        webhooks::NewWebhookBody,
+        webhooks::WebhookPatchBody,
+        webhooks::WebhookView,
+        webhooks::CreatedWebhookView,
+        webhooks::DeliveryView,
+        settings::SettingsView,
+        settings::EffectiveDates,
+        settings::SettingsPatch
     )),
     modifiers(&BearerToken),
     security(("bearer" = []))
