@@ -657,3 +657,136 @@ async fn the_rule_allowance_holds_under_concurrent_creates() {
     )
     .await;
 }
+
+/// The document's ETag, read with its view.
+async fn etag_of(app: &TestApp, id: Uuid) -> String {
+    let response = app
+        .http
+        .get(format!("{}/api/documents/{id}", app.address))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status().as_u16(), 200);
+    response
+        .headers()
+        .get("etag")
+        .expect("the document view has an ETag")
+        .to_str()
+        .expect("ascii")
+        .to_owned()
+}
+
+/// Sends a label change and expects it applied.
+async fn change_label(app: &TestApp, method: Method, path: &str, body: Option<Value>) {
+    let (status, answer) = app.json_as(method, &app.token, path, body).await;
+    assert!(status == 200 || status == 204, "{status} {answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_a_rule_sets_and_a_label_renamed_or_deleted_change_the_documents_etag() {
+    let app = TestApp::spawn().await;
+    let (document_id, job) = app.upload(INVOICE).await;
+    app.start_dispatcher();
+    let _worker = app.start_worker();
+    app.wait_for_job(job, JobStatus::Succeeded).await;
+    let unlabelled = etag_of(&app, document_id).await;
+
+    // A rule's label, set by the analysis: the view changed, so does its ETag, and an
+    // edit from the version without it is refused.
+    let finance = create(
+        &app,
+        "tags",
+        "finance",
+        json!({"algorithm": "any", "text": "rechnung"}),
+    )
+    .await;
+    let acme = create(
+        &app,
+        "correspondents",
+        "ACME",
+        json!({"algorithm": "any", "text": "acme"}),
+    )
+    .await;
+    reanalyze(&app, document_id).await;
+    assert_eq!(
+        tags_of(&app, document_id).await,
+        owned(&[("finance", true)])
+    );
+    let labelled = etag_of(&app, document_id).await;
+    assert_ne!(labelled, unlabelled);
+    let (status, body) = {
+        let response = app
+            .http
+            .patch(format!("{}/api/documents/{document_id}", app.address))
+            .bearer_auth(&app.token)
+            .header("If-Match", unlabelled.as_str())
+            .json(&json!({"tags": []}))
+            .send()
+            .await
+            .expect("request");
+        let status = response.status().as_u16();
+        (
+            status,
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    };
+    assert_eq!(status, 412, "{body}");
+    assert_eq!(
+        tags_of(&app, document_id).await,
+        owned(&[("finance", true)])
+    );
+
+    // A rule replaced under the same name shows nowhere on the document: same ETag.
+    change_label(
+        &app,
+        Method::PATCH,
+        &format!("/api/tags/{finance}"),
+        Some(json!({"rule": {"algorithm": "all", "text": "rechnung lieferung"}})),
+    )
+    .await;
+    assert_eq!(etag_of(&app, document_id).await, labelled);
+
+    // A rename shows in the view of every document that carries the label.
+    change_label(
+        &app,
+        Method::PATCH,
+        &format!("/api/tags/{finance}"),
+        Some(json!({"name": "accounts"})),
+    )
+    .await;
+    assert_eq!(
+        tags_of(&app, document_id).await,
+        owned(&[("accounts", true)])
+    );
+    let renamed = etag_of(&app, document_id).await;
+    assert_ne!(renamed, labelled);
+    change_label(
+        &app,
+        Method::PATCH,
+        &format!("/api/correspondents/{acme}"),
+        Some(json!({"name": "ACME GmbH"})),
+    )
+    .await;
+    assert_eq!(
+        correspondent_of(&app, document_id).await,
+        Some(("ACME GmbH".to_owned(), true))
+    );
+    let correspondent_renamed = etag_of(&app, document_id).await;
+    assert_ne!(correspondent_renamed, renamed);
+
+    // A deletion takes the label off: another view, another ETag.
+    change_label(&app, Method::DELETE, &format!("/api/tags/{finance}"), None).await;
+    assert_eq!(tags_of(&app, document_id).await, owned(&[]));
+    let untagged = etag_of(&app, document_id).await;
+    assert_ne!(untagged, correspondent_renamed);
+    change_label(
+        &app,
+        Method::DELETE,
+        &format!("/api/correspondents/{acme}"),
+        None,
+    )
+    .await;
+    assert_eq!(correspondent_of(&app, document_id).await, None);
+    assert_ne!(etag_of(&app, document_id).await, untagged);
+}

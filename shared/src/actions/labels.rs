@@ -203,6 +203,8 @@ pub async fn change(
                 Err(error) => return Err(error.into()),
             };
             label_catalog::reindex_documents(conn, &labelled).await?;
+            // Their views show the new name: a new ETag each.
+            label_catalog::touch_documents(conn, tenant_id, &labelled).await?;
             Ok(after)
         })
         .await?;
@@ -233,6 +235,8 @@ pub async fn delete(
                 label_catalog::lock_documents(conn, tenant_id, &labelled).await?;
                 label_catalog::delete(conn, tenant_id, kind, id).await?;
                 label_catalog::reindex_documents(conn, &labelled).await?;
+                // Their views lose the label: a new ETag each.
+                label_catalog::touch_documents(conn, tenant_id, &labelled).await?;
                 Ok(labelled.len())
             })
             .await;

@@ -73,7 +73,8 @@ pub async fn load_rules(
 /// Labels deleted since the rules were loaded are skipped (`FOR KEY SHARE` waits for a
 /// deletion under way and then skips the row, rather than fail the foreign key). True when anything changed
 /// (the caller reindexes). Call in the analysis's fenced transaction, after its findings
-/// were recorded (which locked the document row: a user's edit waits, or went first).
+/// were recorded (which locked the document row: a user's edit waits, or went first; and
+/// set `updated_at`, which gave the row a new version, the ETag the changed labels need).
 pub async fn apply(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,

@@ -239,6 +239,29 @@ pub async fn lock_documents(
     Ok(())
 }
 
+/// Gives these documents a new row version (their ETag): a label they carry was renamed
+/// or deleted, which their views show, but the change is in the label's table or the
+/// links, not in the documents row the version trigger watches. Call with the documents
+/// locked (`lock_documents`), in the transaction of the change.
+pub async fn touch_documents(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_ids: &[Uuid],
+) -> Result<(), DbError> {
+    if document_ids.is_empty() {
+        return Ok(());
+    }
+    diesel::sql_query(
+        "UPDATE documents SET updated_at = now(), row_version = row_version + 1 \
+         WHERE tenant_id = $1 AND id = ANY($2)",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<Array<SqlUuid>, _>(document_ids)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Takes the label off every document and deletes it (with the record of who removed a
 /// tag). True when it existed. Reindex the documents `documents_labelled` named after.
 pub async fn delete(
