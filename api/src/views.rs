@@ -3,9 +3,12 @@
 
 use quire_shared::db::documents::{Document, DocumentVersion};
 use quire_shared::db::jobs::Job;
+use quire_shared::db::label_catalog::Label;
+use quire_shared::db::labels::{AppliedLabel, Labels};
 use quire_shared::db::members::Member;
 use quire_shared::db::pauses::{Held, Holds};
 use quire_shared::db::tenants::Tenant;
+use quire_shared::matching::MatchAlgorithm;
 use quire_shared::permissions::CapabilitySet;
 use quire_shared::states::{DocumentStatus, JobStatus, TenantStatus};
 use serde::Serialize;
@@ -26,6 +29,9 @@ pub struct DocumentView {
     /// Tag names, sorted.
     pub tags: Vec<String>,
     pub correspondent: Option<String>,
+    /// The same labels with their ids, and whether a matching rule set each
+    /// (`automatic`; a rule may take it off again) or the user did.
+    pub labels: DocumentLabelsView,
     pub current_version: Option<VersionView>,
     /// Set while the document is in the trash.
     #[serde(with = "time::serde::rfc3339::option")]
@@ -50,12 +56,83 @@ pub struct SearchView {
     pub snippet: Vec<quire_shared::search::SnippetPart>,
 }
 
+/// A document's labels, each with who set it.
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct DocumentLabelsView {
+    /// Sorted by name.
+    pub tags: Vec<AppliedLabelView>,
+    pub correspondent: Option<AppliedLabelView>,
+}
+
+/// A tag or correspondent on a document.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AppliedLabelView {
+    pub id: Uuid,
+    pub name: String,
+    /// Set by the label's matching rule at the end of an analysis; `false` when a user
+    /// set it (no rule changes a user's choice).
+    pub automatic: bool,
+}
+
+impl From<AppliedLabel> for AppliedLabelView {
+    fn from(label: AppliedLabel) -> Self {
+        Self {
+            id: label.id,
+            name: label.name,
+            automatic: label.automatic,
+        }
+    }
+}
+
 impl DocumentView {
-    pub fn with_labels(mut self, labels: Option<quire_shared::db::labels::Labels>) -> Self {
+    pub fn with_labels(mut self, labels: Option<Labels>) -> Self {
         let labels = labels.unwrap_or_default();
-        self.tags = labels.tags;
-        self.correspondent = labels.correspondent;
+        self.tags = labels.tags.iter().map(|tag| tag.name.clone()).collect();
+        self.correspondent = labels.correspondent.as_ref().map(|c| c.name.clone());
+        self.labels = DocumentLabelsView {
+            tags: labels
+                .tags
+                .into_iter()
+                .map(AppliedLabelView::from)
+                .collect(),
+            correspondent: labels.correspondent.map(AppliedLabelView::from),
+        };
         self
+    }
+}
+
+/// A tag or correspondent of the tenant, with its matching rule.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LabelView {
+    pub id: Uuid,
+    pub name: String,
+    pub rule: RuleView,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// How a label finds its documents at the end of each analysis.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RuleView {
+    /// `none`, `any`, `all`, `exact`, `regex` or `fuzzy`.
+    #[schema(value_type = String, example = "any")]
+    pub algorithm: MatchAlgorithm,
+    pub text: String,
+    pub case_insensitive: bool,
+}
+
+impl From<Label> for LabelView {
+    fn from(label: Label) -> Self {
+        Self {
+            id: label.id,
+            name: label.name,
+            rule: RuleView {
+                algorithm: label.match_algorithm,
+                text: label.match_text,
+                case_insensitive: label.match_case_insensitive,
+            },
+            created_at: label.created_at,
+        }
     }
 }
 
@@ -82,6 +159,7 @@ impl DocumentView {
             issued_at: document.issued_at.map(|date| date.to_string()),
             tags: Vec::new(),
             correspondent: None,
+            labels: DocumentLabelsView::default(),
             current_version: version.map(|version| VersionView {
                 id: version.id,
                 number: version.number,

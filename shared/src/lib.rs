@@ -11,6 +11,7 @@ pub mod fault_points;
 pub mod health;
 pub mod integrity;
 pub mod jobs;
+pub mod matching;
 pub mod metrics;
 pub mod pause_gauges;
 pub mod permissions;

@@ -5,7 +5,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use quire_shared::actions::documents::{
     self as document_actions, Edited, LabelEdit, checked_title,
 };
+use quire_shared::actions::labels::checked_name;
 use quire_shared::db::documents::DocumentEdit;
+use quire_shared::db::label_catalog::LabelKind;
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -43,22 +45,6 @@ fn explicit_null<'de, D: serde::Deserializer<'de>>(
 
 const MAX_TAGS: usize = 50;
 
-fn clean_name(
-    name: &str,
-    max_chars: usize,
-    code: &'static str,
-    what: &str,
-) -> Result<String, ApiError> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > max_chars || name.chars().any(char::is_control) {
-        return Err(ApiError::unprocessable(
-            code,
-            format!("{what} has 1 to {max_chars} characters and no control characters"),
-        ));
-    }
-    Ok(name.to_owned())
-}
-
 fn parse_labels(
     tags: Option<Vec<String>>,
     correspondent: Option<Option<String>>,
@@ -74,7 +60,7 @@ fn parse_labels(
         Some(tags) => {
             let mut cleaned = tags
                 .iter()
-                .map(|tag| clean_name(tag, 100, "invalid_tags", "a tag"))
+                .map(|tag| checked_name(LabelKind::Tag, tag))
                 .collect::<Result<Vec<_>, _>>()?;
             cleaned.sort();
             cleaned.dedup();
@@ -84,12 +70,7 @@ fn parse_labels(
     let correspondent = match correspondent {
         None => None,
         Some(None) => Some(None),
-        Some(Some(name)) => Some(Some(clean_name(
-            &name,
-            200,
-            "invalid_correspondent",
-            "a correspondent",
-        )?)),
+        Some(Some(name)) => Some(Some(checked_name(LabelKind::Correspondent, &name)?)),
     };
     Ok(LabelEdit {
         tags,

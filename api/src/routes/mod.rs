@@ -10,6 +10,7 @@ mod edit;
 mod events;
 mod health;
 mod jobs;
+mod labels;
 mod listing;
 mod members;
 mod openapi;
@@ -125,6 +126,10 @@ route_table! {
         "/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
         "/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }
         "/jobs/catalogue" { get => catalogue::catalogue }
+        "/tags" { get => labels::list_tags, post => labels::create_tag }
+        "/tags/{tag_id}" { get => labels::get_tag, patch => labels::patch_tag, delete => labels::delete_tag }
+        "/correspondents" { get => labels::list_correspondents, post => labels::create_correspondent }
+        "/correspondents/{correspondent_id}" { get => labels::get_correspondent, patch => labels::patch_correspondent, delete => labels::delete_correspondent }
         "/members" { get => members::list, post => members::add }
         "/members/{user_id}" { patch => members::change, delete => members::remove }
         "/webhooks" { get => webhooks::list, post => webhooks::create }

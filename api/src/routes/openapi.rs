@@ -6,14 +6,15 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    bulk, catalogue, content, documents, edit, events, health, jobs, listing, members,
+    bulk, catalogue, content, documents, edit, events, health, jobs, labels, listing, members,
     operator_queues, operator_tenants, settings, trash, versions, webhooks,
 };
-use crate::views::{DocumentVersionView, VersionForm, VersionListView, VersionUploadView};
 use crate::views::{
-    DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
-    UploadForm, UploadView, VersionView,
+    AppliedLabelView, DocumentLabelsView, DocumentView, JobView, LabelView, MemberView,
+    ProblemView, RuleView, SearchView, TenantJobView, TenantView, UploadForm, UploadView,
+    VersionView,
 };
+use crate::views::{DocumentVersionView, VersionForm, VersionListView, VersionUploadView};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -41,6 +42,16 @@ use crate::views::{
         jobs::get,
         jobs::retry,
         catalogue::catalogue,
+        labels::list_tags,
+        labels::create_tag,
+        labels::get_tag,
+        labels::patch_tag,
+        labels::delete_tag,
+        labels::list_correspondents,
+        labels::create_correspondent,
+        labels::get_correspondent,
+        labels::patch_correspondent,
+        labels::delete_correspondent,
         members::list,
         members::add,
         members::change,
@@ -83,6 +94,13 @@ use crate::views::{
         UploadForm,
         ProblemView,
         edit::DocumentPatch,
+        DocumentLabelsView,
+        AppliedLabelView,
+        LabelView,
+        RuleView,
+        labels::NewLabelBody,
+        labels::LabelPatch,
+        labels::RuleBody,
         bulk::ReanalyzeRequest,
         bulk::VerifyRequest,
         members::NewMember,

@@ -20,6 +20,7 @@ mod image_memory;
 mod intake;
 mod integrity;
 mod job_actions;
+mod matching_rules;
 mod migrations;
 mod observability;
 mod openapi;

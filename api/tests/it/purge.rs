@@ -17,16 +17,21 @@ async fn delete(app: &TestApp, document_id: Uuid) -> reqwest::Response {
 async fn deleting_a_trashed_document_purges_its_bytes_and_rows_but_keeps_the_job() {
     let app = TestApp::spawn().await;
     let (document_id, _) = app.upload(b"a document to forget").await;
-    // Labels go with it.
-    let labelled = app
-        .http
-        .patch(format!("{}/api/documents/{document_id}", app.address))
-        .bearer_auth(&app.token)
-        .json(&serde_json::json!({ "tags": ["old"], "correspondent": "Someone" }))
-        .send()
-        .await
-        .expect("patch");
-    assert_eq!(labelled.status(), 200);
+    // Labels go with it, and the record of a tag its user took off.
+    for labels in [
+        serde_json::json!({ "tags": ["old", "gone"], "correspondent": "Someone" }),
+        serde_json::json!({ "tags": ["old"] }),
+    ] {
+        let labelled = app
+            .http
+            .patch(format!("{}/api/documents/{document_id}", app.address))
+            .bearer_auth(&app.token)
+            .json(&labels)
+            .send()
+            .await
+            .expect("patch");
+        assert_eq!(labelled.status(), 200);
+    }
     let stored = crate::integrity::stored_key(&app, document_id).await;
     assert!(app.context.is_stored(&stored).await);
 

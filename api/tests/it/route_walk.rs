@@ -64,6 +64,8 @@ async fn every_route_answers_bad_input_with_a_problem_that_leaks_nothing() {
                     .replace("{job_id}", job)
                     .replace("{user_id}", job)
                     .replace("{version_id}", job)
+                    .replace("{tag_id}", document)
+                    .replace("{correspondent_id}", job)
                     .replace("{webhook_id}", document)
                     .replace("{delivery_id}", job)
             );

@@ -41,6 +41,7 @@ pub(crate) async fn footprint(app: &TestApp, tenant_id: Uuid) -> Footprint {
         "documents",
         "document_versions",
         "document_tags",
+        "document_tag_removals",
         "tags",
         "tenant_members",
         "capability_sets",
@@ -77,7 +78,8 @@ pub(crate) async fn footprint(app: &TestApp, tenant_id: Uuid) -> Footprint {
     }
 }
 
-/// A provisioned tenant with an owner, two documents (one tagged) and their files.
+/// A provisioned tenant with an owner, two documents (one tagged, one with a tag its user
+/// removed) and their files.
 pub(crate) async fn populated(app: &TestApp, name: &str) -> (Uuid, String) {
     let (tenant_id, token) = app.context.provisioned_tenant(name, Uuid::now_v7()).await;
     let mut ids = Vec::new();
@@ -98,9 +100,22 @@ pub(crate) async fn populated(app: &TestApp, name: &str) -> (Uuid, String) {
         )
         .await;
     assert_eq!(status, 200);
+    // A tag the user took off again: its removal is a row of the tenant's too.
+    for tags in [json!(["draft"]), json!([])] {
+        let (status, _) = app
+            .json_as(
+                Method::PATCH,
+                &token,
+                &format!("/api/documents/{}", ids[1]),
+                Some(json!({ "tags": tags })),
+            )
+            .await;
+        assert_eq!(status, 200);
+    }
     let print = footprint(app, tenant_id).await;
     assert_eq!(print.files.len(), 2, "{print:?}");
     assert_eq!(print.rows["document_tags"], 1, "{print:?}");
+    assert_eq!(print.rows["document_tag_removals"], 1, "{print:?}");
     (tenant_id, token)
 }
 

@@ -12,7 +12,7 @@ use quire_shared::signing::DeletionAction;
 use quire_shared::states::JobStatus;
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use tokio::sync::Barrier;
@@ -193,6 +193,18 @@ async fn a_new_version_becomes_current_only_when_its_analysis_succeeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_version_is_listed_failed_and_an_older_one_analyzed_late_never_becomes_current() {
     let app = TestApp::spawn().await;
+    // A tag ruled by each version's animal: the labels must follow the current version.
+    for animal in ["wombat", "narwhal", "okapi"] {
+        let (status, body) = app
+            .json_as(
+                Method::POST,
+                &app.token,
+                "/api/tags",
+                Some(json!({ "name": animal, "rule": { "algorithm": "any", "text": animal } })),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+    }
     let (document_id, first_job) = app.upload(b"version one speaks of a wombat").await;
     app.start_dispatcher();
     let worker = app.start_worker();
@@ -257,6 +269,11 @@ async fn a_failed_version_is_listed_failed_and_an_older_one_analyzed_late_never_
     );
     assert_eq!(search(&app, "okapi").await, [document_id.to_string()]);
     assert!(search(&app, "narwhal").await.is_empty());
+    assert_eq!(
+        shown["tags"],
+        json!(["okapi"]),
+        "an older version analyzed late labels nothing: {shown}"
+    );
     let listed = versions(&app, document_id).await;
     let entry2 = entry(&listed, second_id);
     assert_eq!(

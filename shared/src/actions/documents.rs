@@ -439,7 +439,8 @@ async fn record_upload(
         )))
 }
 
-/// What an edit changes beyond the document row itself.
+/// What an edit changes beyond the document row itself: the user's labels, which no
+/// matching rule overrides (`db::labels::set_document_tags`).
 #[derive(Debug, Clone, Default)]
 pub struct LabelEdit {
     /// Replaces the document's tags.
@@ -489,6 +490,10 @@ pub async fn edit_if(
             .await?
             .ok_or(ActionError::NotFound)?;
         let labels_change = label_edit.tags.is_some() || label_edit.correspondent.is_some();
+        // A label change always updates the row (its version is the ETag, and the labels
+        // are in the view), so the guarded UPDATE also takes the row lock: a user's labels
+        // and an analysis's rules take the document row in turn, and the one that comes
+        // second sees what the first chose (`db::auto_labels::apply`).
         let Some(edited) =
             documents::edit_document(conn, tenant_id, document_id, edit, labels_change, if_match)
                 .await?

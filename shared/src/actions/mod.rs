@@ -9,6 +9,7 @@
 pub mod documents;
 pub mod idempotency;
 pub mod jobs;
+pub mod labels;
 pub mod members;
 pub mod ops_sessions;
 pub mod scheduling;

@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod assets;
+pub mod auto_labels;
 pub mod connect;
 pub mod date_settings;
 pub mod documents;
@@ -11,6 +12,7 @@ pub mod event_stream;
 pub mod idempotency;
 pub mod intake;
 pub mod jobs;
+pub mod label_catalog;
 pub mod labels;
 pub mod maintenance;
 pub mod members;

@@ -52,6 +52,8 @@ diesel::table! {
         content_text -> Nullable<Text>,
         row_version -> Int8,
         last_version_number -> Int4,
+        correspondent_automatic -> Bool,
+        correspondent_set_by_user -> Bool,
     }
 }
 
@@ -126,6 +128,9 @@ diesel::table! {
         tenant_id -> Uuid,
         name -> Text,
         created_at -> Timestamptz,
+        match_algorithm -> Text,
+        match_text -> Text,
+        match_case_insensitive -> Bool,
     }
 }
 
@@ -135,6 +140,9 @@ diesel::table! {
         tenant_id -> Uuid,
         name -> Text,
         created_at -> Timestamptz,
+        match_algorithm -> Text,
+        match_text -> Text,
+        match_case_insensitive -> Bool,
     }
 }
 
@@ -143,6 +151,16 @@ diesel::table! {
         document_id -> Uuid,
         tag_id -> Uuid,
         tenant_id -> Uuid,
+        automatic -> Bool,
+    }
+}
+
+diesel::table! {
+    document_tag_removals (document_id, tag_id) {
+        document_id -> Uuid,
+        tag_id -> Uuid,
+        tenant_id -> Uuid,
+        removed_at -> Timestamptz,
     }
 }
 
@@ -345,6 +363,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     correspondents,
     tags,
     document_tags,
+    document_tag_removals,
     capability_sets,
     tenant_members,
     search_indexes,

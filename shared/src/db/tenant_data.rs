@@ -36,7 +36,9 @@ pub async fn delete_documents(
             "DELETE FROM idempotency_keys WHERE tenant_id = $1",
             "DELETE FROM assets WHERE tenant_id = $1",
             "DELETE FROM document_tags WHERE tenant_id = $1",
-            "UPDATE documents SET current_version_id = NULL, correspondent_id = NULL \
+            "DELETE FROM document_tag_removals WHERE tenant_id = $1",
+            "UPDATE documents SET current_version_id = NULL, correspondent_id = NULL, \
+                 correspondent_automatic = false \
              WHERE tenant_id = $1",
             "DELETE FROM document_versions WHERE tenant_id = $1",
             "DELETE FROM documents WHERE tenant_id = $1",

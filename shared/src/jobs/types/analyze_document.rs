@@ -1,6 +1,6 @@
 //! `analyze-document`: VerifyIntegrity → GenerateThumbnails → ExtractText (a scan turned
 //! upright, straightened, read, and laid into its searchable archive copy) →
-//! DetermineIssuedAt → IndexDocument, for the version its payload names. The version is
+//! DetermineIssuedAt → MatchLabels → IndexDocument, for the version its payload names. The version is
 //! `PROCESSING` from the start of a run, `READY` with the job's success, `FAILED` with a
 //! safe error when the file cannot be analyzed; the document follows while that version
 //! is its current one. A newer version becomes current with its analysis's success (the
@@ -26,11 +26,13 @@ use crate::analysis::{Analysis, AnalysisError, Analyzer};
 use crate::db::DbError;
 use crate::db::analysis::{self, Findings};
 use crate::db::assets::{self, AssetKind, NewAsset, Upserted};
+use crate::db::{auto_labels, label_catalog};
 use crate::db::documents::DocumentVersion;
 use crate::db::jobs::{self, Fence, Job};
 use crate::fault_points::{self, Point};
 use crate::integrity;
 use crate::jobs::{BackgroundJob, Description, JobContext, JobError};
+use crate::matching::{self, Matched};
 use crate::states::TenantStatus;
 use crate::storage::{ByteStream, Digested, StorageKey};
 
@@ -160,22 +162,26 @@ impl From<DbError> for IndexError {
     }
 }
 
-/// IndexDocument: the version's findings (text, date) and assets in ONE fenced
-/// transaction — the commit that makes this run's objects the version's. Every statement
-/// carries the fence; if any finds it gone, all of it rolls back. The findings reach the
-/// document and its search vector with the job's success (`commit_success`), when the
-/// version is, or becomes, the current one.
+/// IndexDocument: the version's findings (text, date, the labels the rules found) and
+/// assets in ONE fenced transaction — the commit that makes this run's objects the
+/// version's. Every statement carries the fence; if any finds it gone, all of it rolls
+/// back. The findings reach the document and its search vector with the job's success
+/// (`commit_success`), when the version is, or becomes, the current one.
 async fn index(
     conn: &mut AsyncPgConnection,
     fence: &Fence,
     version: &DocumentVersion,
     analysis: &Analysis,
+    matched: &Matched,
     stored: &[(AssetKind, StorageKey, Digested, &'static str)],
 ) -> Result<Indexed, IndexError> {
     conn.transaction::<_, IndexError, _>(async |conn| {
         if !jobs::fence_holds(conn, fence).await? {
             return Err(IndexError::FenceLost);
         }
+        let labels_apply =
+            auto_labels::lock_for_version(conn, version.tenant_id, version.document_id, version.id)
+                .await?;
         let findings = Findings {
             version_id: version.id,
             text: &analysis.text,
@@ -192,6 +198,15 @@ async fn index(
         {
             // The fence held a statement ago, so the version is what is gone.
             return Ok(Indexed::DocumentMovedOn);
+        }
+        // The labels follow the version that is, or is about to become, the current one.
+        // Changed links live outside the documents row: touching it gives the new ETag.
+        if labels_apply
+            && auto_labels::apply(conn, version.tenant_id, version.document_id, matched).await?
+        {
+            label_catalog::touch_documents(conn, version.tenant_id, &[version.document_id])
+                .await?;
+            analysis::reindex(conn, version.document_id).await?;
         }
         let mut superseded = Vec::new();
         for (kind, key, digest, content_type) in stored {
@@ -229,6 +244,7 @@ async fn store_and_index(
     fence: &Fence,
     version: &DocumentVersion,
     found: &Analysis,
+    matched: &Matched,
     objects: &mut RunObjects,
 ) -> Result<Indexed, JobError> {
     let (thumbnail_key, thumbnail) = objects
@@ -261,7 +277,7 @@ async fn store_and_index(
     }
     fault_points::pass(Point::AnalysisBeforeIndex, version.document_id).await;
     let mut conn = context.connection().await?;
-    match index(&mut conn, fence, version, found, &stored).await {
+    match index(&mut conn, fence, version, found, matched, &stored).await {
         Ok(indexed) => Ok(indexed),
         Err(IndexError::FenceLost) => Err(JobError::FenceLost),
         Err(IndexError::Db(error)) => Err(JobError::database(error)),
@@ -278,7 +294,7 @@ impl BackgroundJob for AnalyzeDocument {
             ("force", "boolean"),
         ],
         enqueued_by: "upload, new version, bulk re-analyze, metadata edit",
-        work: "verify integrity, thumbnails, text and OCR, issued-at date, search index",
+        work: "verify integrity, thumbnails, text and OCR, issued-at date, matching rules, search index",
     };
     const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);
     const TIME_LIMIT: Duration = Duration::from_secs(600);
@@ -355,10 +371,14 @@ impl BackgroundJob for AnalyzeDocument {
         if cancelled.is_cancelled() {
             return Ok(());
         }
+        let matched = match_labels(context, job.tenant_id, &found.text).await?;
+        if cancelled.is_cancelled() {
+            return Ok(());
+        }
 
         fault_points::pass(Point::AnalysisBeforeStore, payload.document_id).await;
         let mut objects = RunObjects::default();
-        match store_and_index(context, &fence, &version, &found, &mut objects).await {
+        match store_and_index(context, &fence, &version, &found, &matched, &mut objects).await {
             Ok(Indexed::Current { superseded }) => {
                 // Current no more: nobody reads them after the commit above.
                 delete_objects(context, &superseded).await;
@@ -411,5 +431,53 @@ impl BackgroundJob for AnalyzeDocument {
             analysis::Outcome::Gone => {}
         }
         Ok(())
+    }
+}
+
+/// MatchLabels: the tenant's matching rules over the extracted text, on a blocking thread
+/// (CPU work, linear in the text per rule) and outside any transaction; IndexDocument
+/// writes what they found. A rule changed in between applies from the next analysis.
+async fn match_labels(
+    context: &JobContext,
+    tenant_id: Uuid,
+    text: &str,
+) -> Result<Matched, JobError> {
+    let rules = {
+        let mut conn = context.connection().await?;
+        auto_labels::load_rules(&mut conn, tenant_id)
+            .await
+            .map_err(JobError::database)?
+    };
+    if rules.is_empty() {
+        return Ok(Matched::default());
+    }
+    let text = text.to_owned();
+    // A blocking thread is not dropped with the job (a time limit, a cancellation): it
+    // stops at the next rule once this future is gone.
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    let _stop_when_dropped = stop.drop_guard();
+    let evaluated = tokio::task::spawn_blocking(move || {
+        matching::evaluate(&rules.tags, &rules.correspondents, &text, || {
+            stopped.is_cancelled()
+        })
+    })
+    .await;
+    match evaluated {
+        Ok(Some(matched)) => Ok(matched),
+        // Only this future's drop stops it; never taken as "nothing matched".
+        Ok(None) => Err(JobError::transient(
+            "worker_shutting_down",
+            "the worker stopped while matching labels",
+            anyhow::anyhow!("label matching stopped"),
+        )),
+        // A bug in a matcher is this attempt's failure (`handler_panicked`), as for the
+        // analysis's own blocking steps.
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => Err(JobError::transient(
+            "worker_shutting_down",
+            "the worker stopped while matching labels",
+            error,
+        )),
     }
 }
