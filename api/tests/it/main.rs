@@ -3,6 +3,7 @@
 
 mod admin_metrics;
 mod analysis;
+mod contract;
 mod dashboard;
 mod documents_api;
 mod enqueue_limit;
