@@ -7,17 +7,18 @@ use actix_web::{HttpResponse, web};
 use quire_shared::actions::documents::{self as document_actions, BulkResult};
 use quire_shared::db::pauses::{self, Holds};
 use serde::Deserialize;
-use serde_json::json;
 use uuid::Uuid;
 
 use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::{JobView, ProblemView};
+use crate::views::{BulkResultView, BulkView, JobView, ProblemView};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReanalyzeRequest {
+    /// 1 to 100 documents.
+    #[schema(min_items = 1, max_items = 100)]
     ids: Vec<Uuid>,
     #[serde(default)]
     force: bool,
@@ -26,28 +27,31 @@ pub struct ReanalyzeRequest {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
+    /// 1 to 100 documents.
+    #[schema(min_items = 1, max_items = 100)]
     ids: Vec<Uuid>,
 }
 
 /// The bulk answer: each document's job, or `not_found`.
 fn answer(results: Vec<BulkResult>, holds: &Holds) -> HttpResponse {
-    let results: Vec<_> = results
+    let results = results
         .into_iter()
-        .map(|(document_id, job)| match job {
-            Some(job) => {
-                json!({ "document_id": document_id, "job": JobView::held_by(job, holds), "error": null })
-            }
-            None => json!({ "document_id": document_id, "job": null, "error": "not_found" }),
+        .map(|(document_id, job)| BulkResultView {
+            document_id,
+            error: job.is_none().then_some("not_found"),
+            job: job.map(|job| JobView::held_by(job, holds)),
         })
         .collect();
-    HttpResponse::Accepted().json(json!({ "results": results }))
+    HttpResponse::Accepted().json(BulkView { results })
 }
 
 #[utoipa::path(
-    post, path = "/api/documents/reanalyze", tag = "documents",
+    post, path = "/api/documents/reanalyze", tag = "documents", operation_id = "reanalyze_documents",
     request_body = ReanalyzeRequest,
     responses(
-        (status = 202, description = "{results: [{document_id, job, error}]}: the job of each document, existing or new"),
+        (status = 202, description = "the job of each document, existing or new", body = BulkView),
+        (status = 400, description = "invalid_json: the body is not a JSON object of these fields", body = ProblemView, content_type = "application/problem+json"),
+        (status = 413, description = "the body is larger than 256 KiB", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "no ids, or more than 100", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -78,10 +82,12 @@ pub async fn reanalyze(
 /// Integrity check only: the document's status stays as it is unless its bytes no longer
 /// match (then it ends `FAILED`).
 #[utoipa::path(
-    post, path = "/api/documents/verify", tag = "documents",
+    post, path = "/api/documents/verify", tag = "documents", operation_id = "verify_documents",
     request_body = VerifyRequest,
     responses(
-        (status = 202, description = "{results: [{document_id, job, error}]}: the verify-document job of each document, existing or new"),
+        (status = 202, description = "the verify-document job of each document, existing or new", body = BulkView),
+        (status = 400, description = "invalid_json: the body is not a JSON object of these fields", body = ProblemView, content_type = "application/problem+json"),
+        (status = 413, description = "the body is larger than 256 KiB", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "no ids, or more than 100", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),

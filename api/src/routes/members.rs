@@ -17,21 +17,19 @@ use crate::views::{MemberView, ProblemView};
 #[serde(deny_unknown_fields)]
 pub struct NewMember {
     user_id: Uuid,
-    /// `owner`, `user`, `readonly` or `webdav`.
-    #[schema(value_type = String, example = "user")]
+    #[schema(value_type = crate::views::CapabilitySetName, example = "user")]
     capability_set: CapabilitySet,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemberPatch {
-    /// `owner`, `user`, `readonly` or `webdav`.
-    #[schema(value_type = String, example = "readonly")]
+    #[schema(value_type = crate::views::CapabilitySetName, example = "readonly")]
     capability_set: CapabilitySet,
 }
 
 #[utoipa::path(
-    get, path = "/api/members", tag = "members",
+    get, path = "/api/members", tag = "members", operation_id = "list_members",
     responses(
         (status = 200, description = "{members: [...]}, oldest first"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -53,7 +51,7 @@ pub async fn list(
 }
 
 #[utoipa::path(
-    post, path = "/api/members", tag = "members",
+    post, path = "/api/members", tag = "members", operation_id = "add_member",
     request_body = NewMember,
     responses(
         (status = 201, description = "added", body = MemberView),
@@ -81,7 +79,7 @@ pub async fn add(
 }
 
 #[utoipa::path(
-    patch, path = "/api/members/{user_id}", tag = "members",
+    patch, path = "/api/members/{user_id}", tag = "members", operation_id = "change_member",
     params(("user_id" = Uuid, Path, description = "the member's user id")),
     request_body = MemberPatch,
     responses(
@@ -111,7 +109,7 @@ pub async fn change(
 }
 
 #[utoipa::path(
-    delete, path = "/api/members/{user_id}", tag = "members",
+    delete, path = "/api/members/{user_id}", tag = "members", operation_id = "remove_member",
     params(("user_id" = Uuid, Path, description = "the member's user id")),
     responses(
         (status = 204, description = "removed"),

@@ -7,11 +7,12 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants, trash,
+    operator_tenants, search, trash,
 };
 use crate::views::{
-    DocumentView, JobView, MemberView, ProblemView, SearchView, TenantJobView, TenantView,
-    UploadForm, UploadView, VersionView,
+    BulkResultView, BulkView, DocumentPage, DocumentView, EditView, FileBytes, JobList, JobView,
+    MemberView, ProblemView, PurgeView, SearchView, SnippetPartView, TenantJobView, TenantView,
+    TrashView, UploadForm, UploadView, VersionView,
 };
 
 #[derive(OpenApi)]
@@ -24,6 +25,7 @@ use crate::views::{
     paths(
         documents::upload,
         listing::list,
+        search::search,
         bulk::reanalyze,
         bulk::verify,
         documents::get,
@@ -57,7 +59,17 @@ use crate::views::{
     ),
     components(schemas(
         DocumentView,
+        DocumentPage,
         SearchView,
+        SnippetPartView,
+        JobList,
+        EditView,
+        TrashView,
+        PurgeView,
+        BulkView,
+        BulkResultView,
+        FileBytes,
+        edit::TagName,
         VersionView,
         JobView,
         UploadView,
@@ -69,13 +81,14 @@ use crate::views::{
         members::NewMember,
         members::MemberPatch,
         MemberView,
+        crate::views::CapabilitySetName,
         TenantView,
         TenantJobView,
         operator_tenants::NewTenant,
         operator_tenants::LimitsPatch,
         operator_queues::QueueView
     )),
-    modifiers(&BearerToken),
+    modifiers(&BearerToken, &SharedAnswers),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -95,6 +108,73 @@ impl Modify for BearerToken {
             ),
         );
     }
+}
+
+/// What the layers every route shares answer, documented once here rather than on each
+/// route (where a route documents the status itself, its own description stays): a JSON
+/// body the `JsonConfig` of `lib.rs` cannot read (400 `invalid_json`) or one over its
+/// limit (413), and an `Accept` header that rules JSON out (406, `accept_guard.rs`; the
+/// downloads answer their file's own type and are not guarded).
+struct SharedAnswers;
+
+impl Modify for SharedAnswers {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let download = path.ends_with("/content") || path.ends_with("/thumbnail");
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                let takes_json = operation
+                    .request_body
+                    .as_ref()
+                    .is_some_and(|body| body.content.contains_key("application/json"));
+                if takes_json {
+                    add_problem(
+                        operation,
+                        "400",
+                        "invalid_json: the body is not the JSON this route takes",
+                    );
+                    add_problem(
+                        operation,
+                        "413",
+                        "payload_too_large: the body is larger than 256 KiB",
+                    );
+                }
+                if !download {
+                    add_problem(
+                        operation,
+                        "406",
+                        "not_acceptable: the Accept header rules out JSON",
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn add_problem(operation: &mut utoipa::openapi::path::Operation, status: &str, description: &str) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    operation
+        .responses
+        .responses
+        .entry(status.to_owned())
+        .or_insert_with(|| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/problem+json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ProblemView")))
+                        .build(),
+                )
+                .build()
+                .into()
+        });
 }
 
 /// `GET /api/openapi.json`.

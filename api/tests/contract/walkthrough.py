@@ -32,6 +32,7 @@ from quire_client.api.documents import (
     list_documents,
     reanalyze_documents,
     restore_document,
+    search_documents,
     trash_document,
     upload_document,
 )
@@ -201,7 +202,7 @@ def main() -> None:
     if thumbnail.status_code != 200 or not thumbnail.content.startswith(b"\x89PNG"):
         fail(f"thumbnail: {int(thumbnail.status_code)}")
     print("ok  thumbnail: 200 image/png")
-    found = check(list_documents.sync_detailed(client=client, q="outbox"), 200, DocumentPage, "search")
+    found = check(search_documents.sync_detailed(client=client, q="outbox"), 200, DocumentPage, "search")
     hit = next((hit for hit in found.documents if hit.id == document_id), None)
     if hit is None or hit.search is UNSET or hit.search is None:
         fail("search: the document is not a hit for a word of its text")

@@ -33,6 +33,15 @@ fn tool(name: &str) -> PathBuf {
     Path::new(&required_env("QUIRE_TEST_CONTRACT_TOOLS")).join(name)
 }
 
+/// `PATH` with the tools' venv first.
+fn tools_path() -> std::ffi::OsString {
+    let mut paths = vec![PathBuf::from(required_env("QUIRE_TEST_CONTRACT_TOOLS"))];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(paths).expect("a PATH")
+}
+
 fn contract_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/contract")
 }
@@ -61,13 +70,15 @@ async fn run(command: &mut tokio::process::Command) -> (bool, String) {
     (output.status.success(), text)
 }
 
-/// The line of Schemathesis's summary that counts the generated test cases.
-fn test_case_line(output: &str) -> &str {
-    output
-        .lines()
+/// What Schemathesis's summary says of the test cases ("334 generated, …"), found on
+/// the line after its `Test cases:` heading.
+fn test_case_count(output: &str) -> String {
+    let mut lines = output.lines();
+    lines
         .find(|line| line.trim_start().starts_with("Test cases:"))
-        .map(str::trim)
-        .unwrap_or("(no test case count in the output)")
+        .and_then(|_| lines.next())
+        .map(|line| line.trim().to_owned())
+        .unwrap_or_else(|| "no test case count in the output".to_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,9 +108,9 @@ async fn schemathesis_finds_no_fault_in_the_served_openapi_document() {
     .await;
     println!("{output}");
     println!(
-        "schemathesis ran in {:.0?} with seed {seed}: {}",
+        "schemathesis ran in {:.0?} with seed {seed}; test cases: {}",
         started.elapsed(),
-        test_case_line(&output)
+        test_case_count(&output)
     );
     assert!(
         passed,
@@ -126,7 +137,11 @@ async fn a_client_generated_from_the_document_runs_the_readme_walkthrough() {
     // client would lack it, so it fails the test too.
     let (generated, output) = run(tokio::process::Command::new(tool("openapi-python-client"))
         .current_dir(work.path())
+        // It formats what it generates with ruff, from the same venv.
+        .env("PATH", tools_path())
         .arg("generate")
+        .arg("--config")
+        .arg(contract_dir().join("client.yaml"))
         .arg("--path")
         .arg(&document_path)
         .arg("--output-path")
