@@ -6,6 +6,7 @@ mod auth;
 pub mod cli;
 mod enqueue_limit;
 mod error;
+mod json_object;
 mod ops;
 mod problem_fallback;
 mod request_id;

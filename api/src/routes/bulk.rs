@@ -62,9 +62,9 @@ fn answer(results: Vec<BulkResult>, holds: &Holds) -> HttpResponse {
 pub async fn reanalyze(
     state: web::Data<AppState>,
     caller: DocumentWriter,
-    body: web::Json<ReanalyzeRequest>,
+    body: crate::json_object::JsonObject<ReanalyzeRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let request = body.into_inner();
+    let request = body.0;
     // One job per document named (at most the burst: see `enqueue_budget::take`).
     crate::enqueue_limit::admit(&state, caller.tenant_id, request.ids.len(), "reanalyze").await?;
     let mut conn = state.connection().await?;
@@ -98,9 +98,9 @@ pub async fn reanalyze(
 pub async fn verify(
     state: web::Data<AppState>,
     caller: DocumentWriter,
-    body: web::Json<VerifyRequest>,
+    body: crate::json_object::JsonObject<VerifyRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let ids = body.into_inner().ids;
+    let ids = body.0.ids;
     crate::enqueue_limit::admit(&state, caller.tenant_id, ids.len(), "verify").await?;
     let mut conn = state.connection().await?;
     let results =

@@ -173,10 +173,10 @@ pub async fn patch(
     state: web::Data<AppState>,
     caller: DocumentWriter,
     path: web::Path<Uuid>,
-    body: web::Json<DocumentPatch>,
+    body: crate::json_object::JsonObject<DocumentPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
-    let mut patch = body.into_inner();
+    let mut patch = body.0;
     let label_edit = parse_labels(patch.tags.take(), patch.correspondent.take())?;
     let edit = parse_edit(patch)?;
     let document_caller = state.document_caller(&caller);

@@ -48,7 +48,10 @@ pub(super) fn checked_limit(limit: Option<i64>) -> Result<i64, ApiError> {
 /// them), and PostgreSQL refuses a NUL in text: such a name is the client's mistake, 400
 /// `invalid_filter`, never a database error.
 fn checked_name(name: Option<String>, what: &str) -> Result<Option<String>, ApiError> {
-    if name.as_deref().is_some_and(|name| name.chars().any(char::is_control)) {
+    if name
+        .as_deref()
+        .is_some_and(|name| name.chars().any(char::is_control))
+    {
         return Err(ApiError::bad_request(
             "invalid_filter",
             format!("a {what} has no control characters"),

@@ -64,9 +64,9 @@ pub async fn list(
 pub async fn add(
     state: web::Data<AppState>,
     caller: MemberManager,
-    body: web::Json<NewMember>,
+    body: crate::json_object::JsonObject<NewMember>,
 ) -> Result<HttpResponse, ApiError> {
-    let member = body.into_inner();
+    let member = body.0;
     let mut conn = state.connection().await?;
     let added = member_actions::add(
         &mut conn,
@@ -95,14 +95,14 @@ pub async fn change(
     state: web::Data<AppState>,
     caller: MemberManager,
     path: web::Path<Uuid>,
-    body: web::Json<MemberPatch>,
+    body: crate::json_object::JsonObject<MemberPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = state.connection().await?;
     let changed = member_actions::change(
         &mut conn,
         &caller.tenant_write(),
         path.into_inner(),
-        body.into_inner().capability_set,
+        body.0.capability_set,
     )
     .await?;
     Ok(HttpResponse::Ok().json(MemberView::from(changed)))

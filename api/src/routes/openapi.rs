@@ -179,7 +179,44 @@ fn add_problem(operation: &mut utoipa::openapi::path::Operation, status: &str, d
 
 /// `GET /api/openapi.json`.
 pub async fn document() -> HttpResponse {
-    HttpResponse::Ok().json(ApiDoc::openapi())
+    HttpResponse::Ok().json(served_document())
+}
+
+/// The document as served. utoipa 5.5 writes a link's fields in snake case
+/// (`operation_id`), which no tool reads as a link's `operationId`: they are renamed
+/// here, the one place the document is written out.
+pub fn served_document() -> serde_json::Value {
+    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    let operations = document
+        .get_mut("paths")
+        .and_then(serde_json::Value::as_object_mut)
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(serde_json::Value::as_object_mut)
+        .flat_map(|item| item.values_mut());
+    for operation in operations {
+        let links = operation
+            .get_mut("responses")
+            .and_then(serde_json::Value::as_object_mut)
+            .into_iter()
+            .flat_map(|responses| responses.values_mut())
+            .filter_map(|response| response.get_mut("links"))
+            .filter_map(serde_json::Value::as_object_mut)
+            .flat_map(|links| links.values_mut())
+            .filter_map(serde_json::Value::as_object_mut);
+        for link in links {
+            for (from, to) in [
+                ("operation_id", "operationId"),
+                ("operation_ref", "operationRef"),
+                ("request_body", "requestBody"),
+            ] {
+                if let Some(value) = link.remove(from) {
+                    link.insert(to.to_owned(), value);
+                }
+            }
+        }
+    }
+    document
 }
 
 const SWAGGER_HTML: &str = r#"<!doctype html>

@@ -31,7 +31,12 @@ async fn document(app: &TestApp, id: Uuid) -> Value {
 
 async fn search(app: &TestApp, token: &str, q: &str) -> Vec<Value> {
     let (status, body) = app
-        .json_as(Method::GET, token, &format!("/api/documents/search?q={q}"), None)
+        .json_as(
+            Method::GET,
+            token,
+            &format!("/api/documents/search?q={q}"),
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     body["documents"].as_array().cloned().unwrap_or_default()

@@ -100,7 +100,10 @@ async fn schemathesis_finds_no_fault_in_the_served_openapi_document() {
         .args(["--phases", "examples,coverage,fuzzing,stateful"])
         .args(["--max-examples", MAX_EXAMPLES])
         .args(["--seed", &seed])
-        .args(["--header", &format!("Authorization: Bearer {}", stack.token)])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {}", stack.token),
+        ])
         .args(["--request-timeout", "20"])
         .args(["--generation-database", "none"])
         .args(["--workers", "2"])
@@ -163,5 +166,8 @@ async fn a_client_generated_from_the_document_runs_the_readme_walkthrough() {
         "generated the client and walked through in {:.0?}",
         started.elapsed()
     );
-    assert!(walked, "the walk-through failed with the generated client (above)");
+    assert!(
+        walked,
+        "the walk-through failed with the generated client (above)"
+    );
 }

@@ -123,7 +123,12 @@ async fn a_search_past_its_statement_timeout_answers_503_search_timeout() {
     holder.batch_execute("ROLLBACK").await.expect("unlock");
     // The connection that timed out went back to the pool healthy: the next search runs.
     let (status, body) = app
-        .json_as(Method::GET, &app.token, "/api/documents/search?q=invoice", None)
+        .json_as(
+            Method::GET,
+            &app.token,
+            "/api/documents/search?q=invoice",
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{body}");
 }
