@@ -41,9 +41,14 @@ pub struct DocumentPatch {
         pattern = r"^[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
     )]
     correspondent: Option<Option<String>>,
-    /// `"YYYY-MM-DD"`, or `null` to clear.
+    /// `"YYYY-MM-DD"`, or `null` to clear. The pattern is the calendar (`format` alone
+    /// is only a note in JSON Schema 2020-12, and `""` would pass it).
     #[serde(default, deserialize_with = "explicit_null")]
-    #[schema(value_type = Option<String>, format = Date)]
+    #[schema(
+        value_type = Option<String>,
+        format = Date,
+        pattern = r"^(?:[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)$"
+    )]
     issued_at: Option<Option<String>>,
 }
 
