@@ -10,7 +10,7 @@ RUN cargo build --release --locked --bins \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
-    poppler-utils tesseract-ocr tesseract-ocr-eng fonts-dejavu-core bubblewrap \
+    poppler-utils tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd fonts-dejavu-core bubblewrap \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home /var/lib/quire quire \
  && mkdir -p /var/lib/quire/documents \

@@ -23,6 +23,19 @@ fn accepts_json(accept: &str) -> bool {
     })
 }
 
+/// The event stream also answers those who ask for it by its own type.
+fn accepts_event_stream(accept: &str) -> bool {
+    accept.split(',').any(|range| {
+        let media = range
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        matches!(media.as_str(), "text/event-stream" | "text/*")
+    })
+}
+
 pub async fn middleware(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -32,12 +45,16 @@ pub async fn middleware(
         || req.path().ends_with("/content")
         || req.path().ends_with("/thumbnail")
         || req.path().starts_with("/api/docs");
+    let events = req.path() == "/api/events";
     let refused = !download
         && req
             .headers()
             .get(ACCEPT)
             .and_then(|value| value.to_str().ok())
-            .is_some_and(|accept| !accepts_json(accept));
+            .is_some_and(|accept| {
+                let acceptable = accepts_json(accept) || (events && accepts_event_stream(accept));
+                !acceptable
+            });
     if refused {
         let (request, _) = req.into_parts();
         let response = actix_web::ResponseError::error_response(&ApiError::NotAcceptable);
@@ -57,5 +74,7 @@ mod tests {
         assert!(accepts_json("application/*"));
         assert!(!accepts_json("text/html"));
         assert!(!accepts_json("image/png, text/plain"));
+        assert!(accepts_event_stream("text/event-stream"));
+        assert!(!accepts_event_stream("text/html"));
     }
 }

@@ -23,6 +23,10 @@ pub enum ApiError {
     /// A missing row and another tenant's row answer the same.
     #[error("not found")]
     NotFound,
+    /// The document exists, but not what was asked of it (a scan's archive copy of a
+    /// document that is no scan): 404 with a code of its own.
+    #[error("{detail}")]
+    NotAvailable { code: &'static str, detail: String },
     #[error("{detail}")]
     BadRequest { code: &'static str, detail: String },
     #[error("{detail}")]
@@ -44,6 +48,9 @@ pub enum ApiError {
     NotMultipart,
     #[error("the upload is larger than {limit} bytes")]
     PayloadTooLarge { limit: u64 },
+    /// `If-Match` names a version that is no longer the current one; nothing was written.
+    #[error("the document changed since this version was read (If-Match); read it again")]
+    PreconditionFailed,
     /// The upload's body stopped arriving (`server.upload_read_timeout_ms` without a byte).
     #[error("the upload's body stopped arriving; send it again")]
     UploadTimeout,
@@ -53,6 +60,13 @@ pub enum ApiError {
         "the tenant enqueues jobs faster than its rate allows; retry after {retry_after_seconds} s"
     )]
     RateLimited { retry_after_seconds: u64 },
+    /// What the request names existed once and is gone for good (an event id older than
+    /// the event retention).
+    #[error("{detail}")]
+    Gone { code: &'static str, detail: String },
+    /// Every event stream this tenant (429) or this process (503) may hold is open.
+    #[error("{detail}")]
+    StreamsFull { per_tenant: bool, detail: String },
     /// `allow` lists the methods the resource does take, for the `Allow` header RFC 9110
     /// requires on a 405 (`None` only when the framework answered without saying).
     #[error("this route does not take that method")]
@@ -146,12 +160,19 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::NotFound => "not_found",
             Self::Forbidden { code, .. }
+            | Self::NotAvailable { code, .. }
             | Self::BadRequest { code, .. }
             | Self::Unprocessable { code, .. }
             | Self::Conflict { code, .. } => code,
             Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::PreconditionFailed => "precondition_failed",
             Self::UploadTimeout => "upload_timeout",
             Self::RateLimited { .. } => "enqueue_rate_limited",
+            Self::Gone { code, .. } => code,
+            Self::StreamsFull {
+                per_tenant: true, ..
+            } => "too_many_streams",
+            Self::StreamsFull { .. } => "event_streams_full",
             Self::UnsupportedMediaType => "unsupported_file_type",
             Self::NotMultipart => "unsupported_content_type",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
@@ -168,13 +189,19 @@ impl ApiError {
         match self {
             Self::Unauthorized => "Unauthorized",
             Self::Forbidden { .. } => "Forbidden",
-            Self::NotFound => "Not found",
+            Self::NotFound | Self::NotAvailable { .. } => "Not found",
             Self::BadRequest { .. } => "Bad request",
             Self::Unprocessable { .. } => "Unprocessable content",
             Self::Conflict { .. } => "Conflict",
             Self::PayloadTooLarge { .. } => "Payload too large",
+            Self::PreconditionFailed => "Precondition failed",
             Self::UploadTimeout => "Request timeout",
-            Self::RateLimited { .. } => "Too many requests",
+            Self::RateLimited { .. }
+            | Self::StreamsFull {
+                per_tenant: true, ..
+            } => "Too many requests",
+            Self::StreamsFull { .. } => "Service unavailable",
+            Self::Gone { .. } => "Gone",
             Self::UnsupportedMediaType | Self::NotMultipart => "Unsupported media type",
             Self::MethodNotAllowed { .. } => "Method not allowed",
             Self::NotAcceptable => "Not acceptable",
@@ -206,6 +233,7 @@ impl From<ActionError> for ApiError {
         };
         match error {
             ActionError::NotFound => Self::NotFound,
+            ActionError::VersionMismatch => Self::PreconditionFailed,
             ActionError::Conflict {
                 code,
                 detail,
@@ -265,18 +293,31 @@ impl From<quire_shared::db::DbError> for ApiError {
     }
 }
 
+/// A statement's failure outside an action (a transaction the API opens itself).
+impl From<diesel::result::Error> for ApiError {
+    fn from(error: diesel::result::Error) -> Self {
+        quire_shared::db::DbError::from(error).into()
+    }
+}
+
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
-            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::NotFound | Self::NotAvailable { .. } => StatusCode::NOT_FOUND,
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::UploadTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. }
+            | Self::StreamsFull {
+                per_tenant: true, ..
+            } => StatusCode::TOO_MANY_REQUESTS,
+            Self::StreamsFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Gone { .. } => StatusCode::GONE,
             Self::UnsupportedMediaType | Self::NotMultipart => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
@@ -322,7 +363,10 @@ impl ResponseError for ApiError {
         }
         let mut response = HttpResponse::build(status);
         response.content_type("application/problem+json");
-        if matches!(self, Self::Unavailable(_) | Self::DatabaseTimeout) {
+        if matches!(
+            self,
+            Self::Unavailable(_) | Self::DatabaseTimeout | Self::StreamsFull { .. }
+        ) {
             // Long enough for a database restart or failover, short enough to feel live.
             response.insert_header(("Retry-After", "5"));
         }

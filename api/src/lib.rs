@@ -4,8 +4,11 @@
 mod accept_guard;
 mod auth;
 pub mod cli;
+mod conditional;
 mod enqueue_limit;
 mod error;
+mod events;
+mod idempotency;
 mod json_object;
 mod ops;
 mod problem_fallback;
@@ -46,6 +49,10 @@ pub struct Application {
     /// Stops the admin listener with the application, however it ends (stopped, or
     /// dropped without running).
     admin_guard: tokio_util::sync::DropGuard,
+    /// Closed first at shutdown, so open event streams end and the graceful stop does
+    /// not wait for their clients.
+    events: Arc<events::EventHub>,
+    events_guard: tokio_util::sync::DropGuard,
 }
 
 impl Application {
@@ -91,11 +98,23 @@ impl Application {
         )?;
         let store = quire_shared::storage::build(&settings.storage)
             .context("failed to open the object store")?;
+        // One LISTEN connection for every event stream of this process; closed with the
+        // hub (shutdown, or the application dropped unrun).
+        let events = events::EventHub::new(
+            settings.events.max_streams_per_tenant,
+            settings.events.max_streams,
+            settings.database.pool_size,
+        );
+        let connector = quire_shared::db::PgConnector::parse(settings.database.url.expose())
+            .context("invalid database url")?;
+        tokio::spawn(events::listen(connector, Arc::clone(&events)));
+        let events_guard = events.closing().clone().drop_guard();
         let state = web::Data::new(AppState {
             settings: Arc::new(settings),
             pool,
             store,
             redis,
+            events: Arc::clone(&events),
         });
         let server = HttpServer::new(move || {
             App::new()
@@ -151,6 +170,8 @@ impl Application {
             scheme,
             server,
             admin_guard: admin_stop.drop_guard(),
+            events,
+            events_guard,
         })
     }
 
@@ -171,13 +192,16 @@ impl Application {
     /// Serves until `shutdown` is cancelled, then stops gracefully.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let handle = self.server.handle();
+        let events = Arc::clone(&self.events);
         tokio::spawn(async move {
             shutdown.cancelled().await;
+            events.close();
             handle.stop(true).await;
         });
         tracing::info!(port = self.port, admin_port = ?self.admin_port, scheme = self.scheme, "api listening");
         let served = self.server.await.context("http server failed");
         drop(self.admin_guard);
+        drop(self.events_guard);
         served
     }
 }

@@ -14,6 +14,8 @@ pub struct AppState {
     pub pool: PgPool,
     pub store: Arc<dyn ObjectStore>,
     pub redis: quire_shared::redis_client::RedisPool,
+    /// The open event streams of this process (`GET /api/events`).
+    pub events: Arc<crate::events::EventHub>,
 }
 
 impl AppState {

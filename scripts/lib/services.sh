@@ -22,17 +22,19 @@ pg_bin_dir() {
 }
 
 # PostgreSQL server, Redis, curl (scripts/run prints a curl example), python3 (free ports),
-# and the analysis tools: poppler-utils (pdftoppm, pdftotext), tesseract with English,
+# and the analysis tools: poppler-utils (pdftoppm, pdftotext, pdfunite), tesseract with
+# English and its orientation data (osd: which way up a scan is),
 # util-linux's prlimit (limits of every tool run), bubblewrap (the sandbox of every tool
-# run), iproute2 (network namespaces of test_support's multi-host pieces); with `with-browser`, chromium too; with `with-fuzzing`, a C++ compiler.
+# run), iproute2 (the multi-host test's network namespaces); with `with-browser`, chromium too; with `with-fuzzing`, a C++ compiler.
 ensure_packages() {
   local missing=()
   command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
   command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr)
   ls /usr/share/tesseract-ocr/*/tessdata/eng.traineddata >/dev/null 2>&1 || missing+=(tesseract-ocr-eng)
+  ls /usr/share/tesseract-ocr/*/tessdata/osd.traineddata >/dev/null 2>&1 || missing+=(tesseract-ocr-osd)
   command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
   command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
-  # ip (iproute2): test_support starts servers in network namespaces (start_in_netns).
+  # The multi-host test (api/tests/it/fleet/) makes network namespaces, veths and a bridge.
   command -v ip >/dev/null 2>&1 || missing+=(iproute2)
   # The dashboard's end-to-end test drives a real headless browser.
   if [ "${1:-}" = with-browser ]; then

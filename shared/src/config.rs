@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::analysis::dates::DateLanguage;
 use crate::secret::Secret;
 
 /// The development signing secret shipped in `config/default.toml`; production refuses it.
@@ -71,6 +72,72 @@ pub struct Settings {
     pub search: SearchSettings,
     pub analysis: AnalysisSettings,
     pub enqueue_limit: EnqueueLimitSettings,
+    pub webhooks: WebhookSettings,
+    pub events: EventsSettings,
+}
+
+/// Webhook deliveries (the `deliver-webhook` job): timeouts, retries, when a failing
+/// subscription is disabled, and which private networks a receiver may be in.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Longest wait for the TCP (and TLS) connection to a receiver.
+    pub connect_timeout_ms: u64,
+    /// Longest whole attempt: connect, send, the answer's head and its body prefix.
+    pub request_timeout_ms: u64,
+    /// Backoff between the attempts of one delivery (full jitter, doubling to the max).
+    pub retry_backoff_base_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    /// A delivery is retried for at most this long after its event, then fails.
+    pub retry_for_seconds: u64,
+    /// A subscription is disabled after this many failed attempts in a row…
+    pub disable_after_failures: i32,
+    /// …or once it has failed without a success for this long.
+    pub disable_after_failing_seconds: u64,
+    /// Networks (CIDR, e.g. `10.20.0.0/16`) a receiver may be in although they are
+    /// private, loopback or link-local; every other such address is refused.
+    pub allowed_networks: Vec<String>,
+}
+
+impl WebhookSettings {
+    /// The backoff between attempts of one delivery.
+    pub fn retry_backoff(&self) -> crate::retry::Backoff {
+        crate::retry::Backoff::new(
+            Duration::from_millis(self.retry_backoff_base_ms),
+            Duration::from_millis(self.retry_backoff_max_ms),
+        )
+    }
+}
+
+/// The tenant event log as clients read it (`GET /api/events`) and how long it is kept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsSettings {
+    /// Events are kept this long (the dispatcher's retention prunes older ones); a
+    /// stream resuming from before a pruned event answers 410.
+    pub retention_hours: u64,
+    /// A comment line every this many seconds keeps an idle stream (and proxies) open.
+    pub heartbeat_seconds: u64,
+    /// Each stream reads the log this often without a wake-up: the safety net for a
+    /// NOTIFY lost while the listener reconnected.
+    pub catch_up_seconds: u64,
+    /// Messages buffered per stream at most: the server's memory for a slow client.
+    pub buffer_messages: usize,
+    /// A client that leaves its buffer full this long is dropped.
+    pub slow_client_timeout_ms: u64,
+    /// Events read per statement.
+    pub page_size: i64,
+    /// Open streams per tenant (429 over it) and per API process (503 over it).
+    pub max_streams_per_tenant: usize,
+    pub max_streams: usize,
+    /// A stream is closed after this long; the client reconnects with Last-Event-ID.
+    pub max_stream_seconds: u64,
+}
+
+impl EventsSettings {
+    pub fn retention(&self) -> Duration {
+        Duration::from_secs(self.retention_hours.saturating_mul(3600))
+    }
 }
 
 /// The API's enqueue rate limit per tenant (uploads, bulk re-analyze and verify, retry):
@@ -85,14 +152,36 @@ pub struct EnqueueLimitSettings {
     pub burst: i32,
 }
 
-/// How a numeric date with two small parts (`03/04/2024`) is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// How a numeric date with two small parts (`03/04/2024`) is read (Paperless-ngx's
+/// `DATE_ORDER`); a tenant may have its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DateOrder {
     /// Day first: 03/04/2024 is 3 April.
     Dmy,
     /// Month first: 03/04/2024 is 4 March.
     Mdy,
+    /// Year first: 24/03/04 is 4 March 2024, and 03/04/2024 is read month first.
+    Ymd,
+}
+
+impl DateOrder {
+    pub const ALL: [DateOrder; 3] = [Self::Dmy, Self::Mdy, Self::Ymd];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dmy => "dmy",
+            Self::Mdy => "mdy",
+            Self::Ymd => "ymd",
+        }
+    }
+
+    /// The order a name says, in any case (`"DMY"` is `Dmy`).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|order| order.as_str().eq_ignore_ascii_case(name.trim()))
+    }
 }
 
 /// How external tools are confined (see `analysis::tools`).
@@ -111,8 +200,12 @@ pub struct AnalysisSettings {
     /// Tesseract languages, `+`-joined (`eng`, `eng+deu`); each needs its
     /// `tesseract-ocr-<lang>` package.
     pub ocr_languages: String,
+    /// The date order of tenants without one of their own.
     pub date_order: DateOrder,
-    /// Pages of a scanned PDF that are read by OCR.
+    /// The languages month names are read in for tenants without their own (Paperless-ngx's
+    /// `DATE_PARSER_LANGUAGES`); at least one.
+    pub date_languages: Vec<DateLanguage>,
+    /// Pages of a scanned PDF that are read by OCR; a scan with more gets no archive copy.
     pub ocr_max_pages: u32,
     pub thumbnail_width: u32,
     /// Limits of every external tool run (pdftoppm, pdftotext, tesseract): wall clock,
@@ -161,6 +254,9 @@ pub struct ServerSettings {
     /// An upload whose body sends nothing for this long (between two chunks) is cut off
     /// with 408 and whatever it stored is removed.
     pub upload_read_timeout_ms: u64,
+    /// How long an `Idempotency-Key`'s first answer is replayed (then the key is free
+    /// again, and the dispatcher's retention prunes it).
+    pub idempotency_ttl_seconds: u64,
 }
 
 impl ServerSettings {
@@ -188,6 +284,12 @@ pub struct DatabaseSettings {
     /// `statement_timeout` of each kind of session (`db::SessionKind`), set on every
     /// pooled connection when it is opened.
     pub statement_timeout_ms: StatementTimeouts,
+    /// `idle_in_transaction_session_timeout` of the api's, the worker's and the
+    /// dispatcher's sessions (0: none): the server ends a session whose transaction
+    /// waits this long for its client's next statement. A process cut off the network
+    /// mid-transaction otherwise holds its row and advisory locks until the server's
+    /// TCP notices, hours later, and every process that needs them waits.
+    pub idle_in_transaction_timeout_ms: u64,
 }
 
 /// Milliseconds a statement may run, per kind of session; 0 means no limit.
@@ -509,6 +611,8 @@ impl Settings {
                     .list_separator(",")
                     .with_list_parse_key("worker.queues")
                     .with_list_parse_key("redis.cluster_urls")
+                    .with_list_parse_key("webhooks.allowed_networks")
+                    .with_list_parse_key("analysis.date_languages")
                     .try_parsing(true)
                     .source(Some(source.env.clone())),
             );
@@ -572,6 +676,7 @@ impl Settings {
         if !(1..=100).contains(&self.scheduling.bulk_share_percent) {
             return unsafe_setting("scheduling.bulk_share_percent must be between 1 and 100");
         }
+        self.validate_webhooks()?;
         if self.ops.session_seconds == 0 {
             return unsafe_setting("ops.session_seconds must be at least 1");
         }
@@ -585,6 +690,9 @@ impl Settings {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'_')
         {
             return unsafe_setting("analysis.ocr_languages must look like eng or eng+deu");
+        }
+        if self.analysis.date_languages.is_empty() {
+            return unsafe_setting("analysis.date_languages must name at least one language");
         }
         if self.analysis.thumbnail_width == 0
             || self.analysis.max_image_dimension == 0
@@ -631,11 +739,69 @@ impl Settings {
         if schedules.empty_trash.max_per_slot < 1 || schedules.integrity_scrub.max_per_slot < 1 {
             return unsafe_setting("schedules max_per_slot must be at least 1");
         }
+        let events = &self.events;
+        if events.retention_hours == 0
+            || events.heartbeat_seconds == 0
+            || events.catch_up_seconds == 0
+            || events.buffer_messages == 0
+            || events.slow_client_timeout_ms == 0
+            || events.page_size < 1
+            || events.max_streams_per_tenant == 0
+            || events.max_streams == 0
+            || events.max_stream_seconds == 0
+        {
+            return unsafe_setting("every [events] setting must be at least 1");
+        }
         if self.redis.namespace.is_empty() || self.redis.namespace.contains(['{', '}']) {
             return unsafe_setting("redis.namespace must be non-empty and without braces");
         }
         if self.storage.backend == StorageBackend::S3 {
             self.storage.s3.validate()?;
+        }
+        Ok(())
+    }
+}
+
+impl Settings {
+    /// Refuses webhook settings a delivery cannot work with, by name.
+    fn validate_webhooks(&self) -> Result<(), SettingsError> {
+        let unsafe_setting = |why: &str| Err(SettingsError::Unsafe(why.to_owned()));
+        let webhooks = &self.webhooks;
+        if webhooks.connect_timeout_ms == 0 || webhooks.request_timeout_ms == 0 {
+            return unsafe_setting("webhooks timeouts must be at least 1 ms");
+        }
+        // An attempt must end by its own timeout, never by the job's time limit.
+        let limit = <crate::jobs::DeliverWebhook as crate::jobs::BackgroundJob>::TIME_LIMIT;
+        if Duration::from_millis(webhooks.request_timeout_ms) >= limit {
+            return Err(SettingsError::Unsafe(format!(
+                "webhooks.request_timeout_ms must be below the delivery's time limit ({} s)",
+                limit.as_secs()
+            )));
+        }
+        if webhooks.retry_backoff_base_ms == 0
+            || webhooks.retry_backoff_max_ms < webhooks.retry_backoff_base_ms
+        {
+            return unsafe_setting(
+                "webhooks.retry_backoff_base_ms must be at least 1 and at most retry_backoff_max_ms",
+            );
+        }
+        // Bounded, so the windows stay far inside PostgreSQL's interval range.
+        const THIRTY_DAYS: u64 = 30 * 24 * 3600;
+        if webhooks.retry_for_seconds == 0 || webhooks.retry_for_seconds > THIRTY_DAYS {
+            return unsafe_setting("webhooks.retry_for_seconds must be between 1 and 2592000");
+        }
+        if webhooks.disable_after_failures < 1
+            || webhooks.disable_after_failing_seconds == 0
+            || webhooks.disable_after_failing_seconds > THIRTY_DAYS
+        {
+            return unsafe_setting(
+                "webhooks.disable_after_failures must be at least 1 and disable_after_failing_seconds between 1 and 2592000",
+            );
+        }
+        if let Err(network) = crate::webhook::target::parse_networks(&webhooks.allowed_networks) {
+            return Err(SettingsError::Unsafe(format!(
+                "webhooks.allowed_networks: {network:?} is not a network such as 10.0.0.0/8"
+            )));
         }
         Ok(())
     }
@@ -724,6 +890,61 @@ mod tests {
     }
 
     #[test]
+    fn webhook_settings_are_checked_and_networks_come_from_the_environment() {
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[("QUIRE__WEBHOOKS__ALLOWED_NETWORKS", "10.20.0.0/16,fd00::/8")],
+        ))
+        .expect("settings");
+        assert_eq!(
+            settings.webhooks.allowed_networks,
+            vec!["10.20.0.0/16", "fd00::/8"]
+        );
+        for (key, value) in [
+            ("QUIRE__WEBHOOKS__ALLOWED_NETWORKS", "not-a-network"),
+            ("QUIRE__WEBHOOKS__REQUEST_TIMEOUT_MS", "60000"),
+            ("QUIRE__WEBHOOKS__CONNECT_TIMEOUT_MS", "0"),
+            ("QUIRE__WEBHOOKS__RETRY_FOR_SECONDS", "0"),
+            ("QUIRE__WEBHOOKS__DISABLE_AFTER_FAILURES", "0"),
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key} = {value} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn date_languages_and_order_come_from_the_files_or_the_environment() {
+        use crate::analysis::dates::DateLanguage;
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.analysis.date_order, DateOrder::Dmy);
+        assert_eq!(defaults.analysis.date_languages, DateLanguage::ALL.to_vec());
+        let settings = Settings::from_source(&source(
+            Profile::Development,
+            &[
+                ("QUIRE__ANALYSIS__DATE_LANGUAGES", "de,en"),
+                ("QUIRE__ANALYSIS__DATE_ORDER", "ymd"),
+            ],
+        ))
+        .expect("settings");
+        assert_eq!(
+            settings.analysis.date_languages,
+            vec![DateLanguage::De, DateLanguage::En]
+        );
+        assert_eq!(settings.analysis.date_order, DateOrder::Ymd);
+        for (key, value) in [
+            ("QUIRE__ANALYSIS__DATE_LANGUAGES", "de,xx"),
+            ("QUIRE__ANALYSIS__DATE_ORDER", "dym"),
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key}={value}"
+            );
+        }
+    }
+
+    #[test]
     fn scheduling_settings_are_checked() {
         let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
         assert_eq!(defaults.scheduling.max_running_per_tenant, 64);
@@ -737,6 +958,24 @@ mod tests {
             assert!(
                 Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
                 "{key} = {value} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn event_stream_settings_are_checked() {
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.events.retention(), Duration::from_secs(72 * 3600));
+        for key in [
+            "QUIRE__EVENTS__RETENTION_HOURS",
+            "QUIRE__EVENTS__HEARTBEAT_SECONDS",
+            "QUIRE__EVENTS__BUFFER_MESSAGES",
+            "QUIRE__EVENTS__PAGE_SIZE",
+            "QUIRE__EVENTS__MAX_STREAMS_PER_TENANT",
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, "0")])).is_err(),
+                "{key} = 0 was accepted"
             );
         }
     }

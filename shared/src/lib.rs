@@ -6,6 +6,7 @@ pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod db;
+pub mod events;
 pub mod fault_points;
 pub mod health;
 pub mod integrity;
@@ -29,6 +30,7 @@ pub mod states;
 pub mod storage;
 pub mod telemetry;
 pub mod tls;
+pub mod webhook;
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;

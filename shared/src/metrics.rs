@@ -65,6 +65,11 @@ pub const PAUSED_QUEUES: &str = "quire_paused_queues";
 pub const PAUSED_TENANTS: &str = "quire_paused_tenants";
 /// Requests the enqueue rate limit refused (429).
 pub const ENQUEUE_RATE_LIMITED: &str = "quire_enqueue_rate_limited_total";
+/// Event streams (`GET /api/events`) open in this API process.
+pub const EVENT_STREAMS_OPEN: &str = "quire_event_streams_open";
+/// Label `reason`: `slow_client` (its buffer stayed full), `pruned` (it fell behind the
+/// retention window), `refused_tenant` / `refused_process` (a cap answered 429 / 503).
+pub const EVENT_STREAMS_DROPPED: &str = "quire_event_streams_dropped_total";
 /// Label `tenant`: a tenant's id for the top N by queued jobs, `other` for the rest.
 pub const TENANT_QUEUED_JOBS: &str = "quire_tenant_queued_jobs";
 /// Label `tenant`, as for `TENANT_QUEUED_JOBS`.

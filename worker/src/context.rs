@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use quire_shared::config::Settings;
 use quire_shared::db::{self, PgPool};
-use quire_shared::jobs::JobContext;
+use quire_shared::jobs::{JobContext, RetryClass};
 use quire_shared::retry::Backoff;
 use uuid::Uuid;
 
@@ -17,6 +17,8 @@ pub struct WorkerContext {
     pub jobs: JobContext,
     pub lease: Duration,
     pub retry_backoff: Backoff,
+    /// The retry backoff of webhook deliveries (`webhooks.retry_backoff_*`).
+    pub webhook_backoff: Backoff,
     /// Writes successes without completion writes in batches.
     pub completer: Completer,
 }
@@ -46,7 +48,16 @@ impl WorkerContext {
                 Duration::from_millis(settings.worker.retry_backoff_base_ms),
                 Duration::from_millis(settings.worker.retry_backoff_max_ms),
             ),
+            webhook_backoff: settings.webhooks.retry_backoff(),
         })
+    }
+
+    /// The backoff between the attempts of a job of this retry class.
+    pub fn backoff_for(&self, class: RetryClass) -> Backoff {
+        match class {
+            RetryClass::Webhook => self.webhook_backoff,
+            RetryClass::Backoff | RetryClass::ShortLived => self.retry_backoff,
+        }
     }
 
     pub fn worker_id(&self) -> &str {

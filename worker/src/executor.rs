@@ -10,7 +10,9 @@ use futures_util::FutureExt;
 use quire_shared::broker::{MESSAGE_VERSION, WireMessage};
 use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job, Stopped};
 use quire_shared::db::{DbError, documents};
-use quire_shared::jobs::{self as job_types, JobError, Prepared};
+use quire_shared::events;
+use quire_shared::jobs::{self as job_types, JobError, Prepared, RetryClass};
+use quire_shared::retry::Backoff;
 use quire_shared::states::TenantStatus;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -196,25 +198,23 @@ async fn process(
     };
     // Stopped before the write-back: a beat after it would find the job moved on.
     drop(beating);
+    // A retry waits as the type's retry class says (webhook deliveries have their own).
+    let backoff = handler.as_ref().map_or(context.retry_backoff, |handler| {
+        context.backoff_for(handler.retry)
+    });
     let handler = handler.as_ref().map(|handler| handler.prepared.as_ref());
     metrics::histogram!(quire_shared::metrics::JOB_RUN_SECONDS, "type" => job_type)
         .record(started.elapsed().as_secs_f64());
 
     match ended {
-        Ended::Finished(outcome) => finish(context, handler, &job, &fence, outcome).await,
+        Ended::Finished(outcome) => finish(context, handler, &job, &fence, backoff, outcome).await,
         Ended::Lost => {
             tracing::info!("job stopped without side effects: it was cancelled or taken over");
             Ok(())
         }
         Ended::Stopped => {
             let mut conn = context.pool().get().await?;
-            let stopped = jobs::stop_at_shutdown(
-                &mut conn,
-                &fence,
-                "worker_shutdown",
-                "the worker shut down before the job finished",
-            )
-            .await?;
+            let stopped = stop_at_shutdown(&mut conn, &job, &fence).await?;
             match stopped {
                 Stopped::Requeued => tracing::warn!("job stopped by shutdown and queued again"),
                 Stopped::Failed => {
@@ -240,6 +240,7 @@ async fn process(
 struct Handler {
     prepared: Box<dyn Prepared>,
     time_limit: Duration,
+    retry: RetryClass,
     /// A failure of the job is its document's failure (`OWNS_DOCUMENT_STATUS`).
     owns_document_status: bool,
 }
@@ -264,6 +265,7 @@ fn prepare(job: &Job, tenant_status: Option<TenantStatus>) -> Result<Handler, Jo
     Ok(Handler {
         prepared: job_type.prepare(job)?,
         time_limit: Duration::from_secs(spec.time_limit_seconds),
+        retry: spec.retry,
         owns_document_status: spec.owns_document_status,
     })
 }
@@ -318,6 +320,7 @@ async fn finish(
     handler: Option<&dyn Prepared>,
     job: &Job,
     fence: &Fence,
+    backoff: Backoff,
     outcome: Result<(), JobError>,
 ) -> anyhow::Result<()> {
     let applied = match &outcome {
@@ -327,9 +330,7 @@ async fn finish(
             message,
             cause,
         }) if job.attempts < job.max_attempts => {
-            let delay = context
-                .retry_backoff
-                .delay(job.attempts.max(1).unsigned_abs());
+            let delay = backoff.delay(job.attempts.max(1).unsigned_abs());
             tracing::warn!(
                 code,
                 cause = cause.as_ref().map(|cause| format!("{cause:#}")),
@@ -399,7 +400,8 @@ async fn succeed(
 }
 
 /// `RUNNING → FAILED` and, when asked, the document `FAILED` — in one transaction, so the
-/// document never fails for a job whose fence no longer holds.
+/// document never fails for a job whose fence no longer holds. The failures are
+/// announced (`job.failed`, `document.failed`) in the same transaction.
 async fn fail(
     conn: &mut AsyncPgConnection,
     job: &Job,
@@ -412,10 +414,64 @@ async fn fail(
         if !jobs::mark_failed(conn, fence, code, message).await? {
             return Ok(false);
         }
-        if let (true, Some(document_id)) = (fail_document, job.document_id) {
-            documents::mark_document_failed(conn, job.tenant_id, document_id, message).await?;
-        }
+        let document = job.document_id.filter(|_| fail_document);
+        let document_failed = match document {
+            Some(document_id) => {
+                documents::mark_document_failed(conn, job.tenant_id, document_id, message).await?
+            }
+            None => false,
+        };
+        announce_failure(conn, job, code, document.filter(|_| document_failed)).await?;
         Ok(true)
+    })
+    .await
+}
+
+/// `job.failed`, and `document.failed` for the document it failed, if any: call in the
+/// transaction that wrote the failure.
+async fn announce_failure(
+    conn: &mut AsyncPgConnection,
+    job: &Job,
+    code: &str,
+    failed_document: Option<uuid::Uuid>,
+) -> Result<(), DbError> {
+    events::job_failed(
+        conn,
+        job.tenant_id,
+        job.id,
+        &job.job_type,
+        job.document_id,
+        code,
+    )
+    .await?;
+    if let Some(document_id) = failed_document {
+        events::document_failed(conn, job.tenant_id, document_id, job.id, code).await?;
+    }
+    Ok(())
+}
+
+/// The drain deadline's fenced end of a run (`jobs::stop_at_shutdown`), with the
+/// failure announced in the same transaction when it was the job's last attempt.
+async fn stop_at_shutdown(
+    conn: &mut AsyncPgConnection,
+    job: &Job,
+    fence: &Fence,
+) -> Result<Stopped, DbError> {
+    const CODE: &str = "worker_shutdown";
+    conn.transaction::<_, DbError, _>(async |conn| {
+        let stopped = jobs::stop_at_shutdown(
+            conn,
+            fence,
+            CODE,
+            "the worker shut down before the job finished",
+        )
+        .await?;
+        if stopped == Stopped::Failed {
+            // The statement failed the document too when the job owns its status.
+            let owns = job_types::document_status_owners().contains(&job.job_type.as_str());
+            announce_failure(conn, job, CODE, job.document_id.filter(|_| owns)).await?;
+        }
+        Ok(stopped)
     })
     .await
 }

@@ -1,4 +1,4 @@
-//! `quire-admin tenant …`. Create, suspend, activate, limits, pause and resume use the
+//! `quire-admin tenant …`. Create, suspend, activate, limits, dates, pause and resume use the
 //! same library functions as the admin routes, straight against the database; delete and reset are signed here
 //! and submitted to the API, which checks them before anything changes.
 
@@ -9,7 +9,11 @@ use clap::Subcommand;
 use diesel_async::AsyncPgConnection;
 use quire_shared::actions::ActionError;
 use quire_shared::actions::scheduling;
+use quire_shared::actions::settings::{
+    self as tenant_settings, Changer, DateSettings, DateSettingsChange,
+};
 use quire_shared::actions::tenants as tenant_actions;
+use quire_shared::analysis::dates::DateLanguage;
 use quire_shared::config::Settings;
 use quire_shared::db::members;
 use quire_shared::db::tenants::{self, LimitsChange, Tenant};
@@ -85,6 +89,20 @@ pub enum TenantCommand {
         #[arg(long, value_parser = parse_limit)]
         enqueue_burst: Option<Limit>,
     },
+    /// Show or set how a tenant's documents are dated: the languages month names are read
+    /// in and the order of an ambiguous numeric date. Those not named stay as they are,
+    /// "default" gives one back to the configuration; with neither it only shows them.
+    Dates {
+        /// Tenant id or name.
+        #[arg(long)]
+        tenant: String,
+        /// Comma-separated codes of en, de, fr, es, it, nl, pt, or "default".
+        #[arg(long)]
+        languages: Option<String>,
+        /// dmy, mdy or ymd, or "default".
+        #[arg(long)]
+        order: Option<String>,
+    },
     /// Pause a tenant's processing: its queued jobs are held (not failed) until resumed.
     Pause {
         /// Tenant id or name.
@@ -138,6 +156,35 @@ fn print_controls(tenant: &Tenant) {
             .processing_paused_at
             .map_or("-".to_owned(), |at| at.to_string()),
     );
+}
+
+/// One line: id, name, the tenant's own date languages and order (`default` for the
+/// configuration's), and what the analysis uses.
+fn print_dates(tenant: &Tenant, dates: &DateSettings) {
+    let codes = |languages: &[DateLanguage]| {
+        languages
+            .iter()
+            .map(|language| language.code())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    println!(
+        "{}\t{}\tdate_languages={}\tdate_order={}\teffective={}/{}",
+        tenant.id,
+        tenant.name,
+        dates
+            .languages
+            .as_deref()
+            .map_or("default".to_owned(), codes),
+        dates.order.map_or("default", |order| order.as_str()),
+        codes(dates.effective.languages.languages().as_slice()),
+        dates.effective.order.as_str(),
+    );
+}
+
+/// A setting on the command line: absent, "default", or a value.
+fn named_setting(value: Option<String>) -> Option<Option<String>> {
+    value.map(|value| (value != "default").then_some(value))
 }
 
 /// An action's refusal as the command says it.
@@ -301,6 +348,35 @@ pub async fn run(command: TenantCommand, settings: &Settings) -> anyhow::Result<
                 .await
                 .map_err(|error| refused(&tenant, error))?;
             print_controls(&changed);
+        }
+        TenantCommand::Dates {
+            tenant,
+            languages,
+            order,
+        } => {
+            let found = find(&mut conn, &tenant).await?;
+            let dates = if languages.is_none() && order.is_none() {
+                tenant_settings::date_settings(&mut conn, found.id, &settings.analysis).await
+            } else {
+                let change = DateSettingsChange {
+                    languages: named_setting(languages).map(|named| {
+                        named.map(|codes| codes.split(',').map(str::to_owned).collect())
+                    }),
+                    order: named_setting(order),
+                };
+                let changer = Changer::Operator {
+                    tenant_id: found.id,
+                    name: OPERATOR,
+                };
+                tenant_settings::change_date_settings(
+                    &mut conn,
+                    changer,
+                    change,
+                    &settings.analysis,
+                )
+                .await
+            };
+            print_dates(&found, &dates.map_err(|error| refused(&tenant, error))?);
         }
         TenantCommand::Pause { tenant } => {
             let found = find(&mut conn, &tenant).await?;

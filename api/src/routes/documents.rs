@@ -5,8 +5,11 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use actix_multipart::Multipart;
+use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::FutureExt;
 use quire_shared::actions::documents::{self as document_actions, StoredUpload};
+use quire_shared::actions::idempotency::{RequestDigest, Scope};
 use quire_shared::db::documents;
 use quire_shared::db::intake::Recorded;
 use quire_shared::db::labels;
@@ -14,7 +17,9 @@ use quire_shared::storage::StorageKey;
 use uuid::Uuid;
 
 use crate::auth::{DocumentReader, DocumentWriter};
+use crate::conditional;
 use crate::error::ApiError;
+use crate::idempotency::{self, Answer};
 use crate::state::AppState;
 use crate::upload;
 use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView};
@@ -52,12 +57,13 @@ fn is_multipart_form(request: &HttpRequest) -> bool {
 /// succeeds while Redis is down.
 #[utoipa::path(
     post, path = "/api/documents", tag = "documents", operation_id = "upload_document",
+    params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     // The file's type is decided from its bytes: one of these, whatever the part says.
     request_body(content = UploadForm, content_type = "multipart/form-data",
         encoding(("file" = (content_type = crate::views::ACCEPTED_FILE_TYPES)))),
     responses(
-        (status = 201, description = "recorded, analysis queued", body = UploadView,
-            headers(("Location" = String, description = "the document's URL")),
+        (status = 201, description = "recorded, analysis queued (or, with Idempotency-Key, the first answer again: the digest of the file and its form fields is the request; the repeat's bytes are not kept)", body = UploadView,
+            headers(("Location" = String, description = "the document's URL"), ("Idempotent-Replayed" = String, description = "`true` on a replayed answer")),
             links(
                 ("GetDocument" = (operation_id = "get_document", parameters(("document_id" = "$response.body#/document/id")))),
                 ("EditDocument" = (operation_id = "edit_document", parameters(("document_id" = "$response.body#/document/id")))),
@@ -65,17 +71,18 @@ fn is_multipart_form(request: &HttpRequest) -> bool {
                 ("RestoreDocument" = (operation_id = "restore_document", parameters(("document_id" = "$response.body#/document/id")))),
                 ("DownloadContent" = (operation_id = "download_content", parameters(("document_id" = "$response.body#/document/id")))),
                 ("DownloadThumbnail" = (operation_id = "download_thumbnail", parameters(("document_id" = "$response.body#/document/id")))),
+                ("DownloadArchive" = (operation_id = "download_archive", parameters(("document_id" = "$response.body#/document/id")))),
                 ("ListProcessingJobs" = (operation_id = "list_processing_jobs", parameters(("document_id" = "$response.body#/document/id")))),
                 ("GetProcessingJob" = (operation_id = "get_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id")))),
                 ("RetryProcessingJob" = (operation_id = "retry_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id"))))
             )),
-        (status = 400, description = "not valid multipart/form-data (invalid_multipart), no `file` part (missing_file), a second one (multiple_files), or a part other than `file` and `title` (unknown_part); nothing is stored", body = ProblemView, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_idempotency_key; not valid multipart/form-data (invalid_multipart), no `file` part (missing_file), a second one (multiple_files), or a part other than `file` and `title` (unknown_part); nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "no documents:write, or the tenant is suspended (tenant_suspended) or was reset or deleted while the body was on its way (tenant_unavailable); nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 408, description = "upload_timeout: the body sent nothing for server.upload_read_timeout_ms; nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "duplicate_document: the same bytes exist in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 413, description = "larger than the upload limit", body = ProblemView, content_type = "application/problem+json"),
         (status = 415, description = "not multipart, or a file type outside the allowlist", body = ProblemView, content_type = "application/problem+json"),
-        (status = 422, description = "empty file or invalid title", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "empty file or invalid title; idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL or the object storage unavailable; nothing is stored; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -96,6 +103,8 @@ pub async fn upload(
     if !is_multipart_form(&request) {
         return Err(ApiError::NotMultipart);
     }
+    // A malformed key is refused before a byte of the body is read.
+    let idempotency_key = idempotency::Key::of(&request, Scope::Tenant(caller.tenant_id))?;
     // Before a byte of the body is read or stored: a tenant over its rate costs nothing.
     crate::enqueue_limit::admit(&state, caller.tenant_id, 1, "upload").await?;
     let timed_out = Rc::new(Cell::new(false));
@@ -116,6 +125,13 @@ pub async fn upload(
             });
         }
     };
+    // The same request is the same bytes with the same form fields.
+    let digest = RequestDigest::new("POST", "/api/documents")
+        .part(received.digest.sha256.as_bytes())
+        .optional_part(received.title.as_deref().map(str::as_bytes))
+        .optional_part(received.original_filename.as_deref().map(str::as_bytes));
+    let keyed = idempotency_key.map(|key| key.for_request(digest, &state.settings));
+    let keyed_request = keyed.is_some();
     let stored = StoredUpload {
         key,
         version_id,
@@ -124,42 +140,84 @@ pub async fn upload(
         original_filename: received.original_filename,
         title: received.title,
     };
+    let object = stored.key.clone();
     let document_caller = state.document_caller(&caller);
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;
     let mut conn = match state.connection().await {
         Ok(conn) => conn,
         Err(error) => {
-            document_actions::discard(state.store.as_ref(), &stored.key).await;
+            document_actions::discard(state.store.as_ref(), &object).await;
             return Err(error);
         }
     };
-    let Recorded {
-        document,
-        version,
-        job,
-    } = document_actions::upload(
-        &mut conn,
-        state.store.as_ref(),
-        &document_caller,
-        stored,
-        reject_duplicates,
-    )
-    .await?;
-    let holds = quire_shared::db::pauses::holds(&mut conn, caller.tenant_id).await?;
-    Ok(HttpResponse::Created()
-        .insert_header(("Location", format!("/api/documents/{}", document.id)))
-        .json(UploadView {
-            document: DocumentView::new(document, Some(version)),
-            job: JobView::held_by(job, &holds),
-        }))
+    let store = state.store.clone();
+    let tenant_id = caller.tenant_id;
+    let answered = idempotency::once(&mut conn, keyed, move |conn| {
+        async move {
+            let Recorded {
+                document,
+                version,
+                job,
+            } = document_actions::upload(
+                conn,
+                store.as_ref(),
+                &document_caller,
+                stored,
+                reject_duplicates,
+            )
+            .await?;
+            let holds = quire_shared::db::pauses::holds(conn, tenant_id).await?;
+            let location = format!("/api/documents/{}", document.id);
+            Ok(Answer::json(
+                StatusCode::CREATED,
+                &UploadView {
+                    document: DocumentView::new(document, Some(version)),
+                    job: JobView::held_by(job, &holds),
+                },
+            )?
+            .header("Location", location))
+        }
+        .boxed()
+    })
+    .await;
+    match answered {
+        Ok(answered) => {
+            if answered.replayed {
+                // The first request's document holds the bytes; this copy is nobody's.
+                document_actions::discard(state.store.as_ref(), &object).await;
+            }
+            Ok(answered.into_response())
+        }
+        Err(error) => {
+            // With a key nothing committed (the key's transaction rolled back with the
+            // rest). Without one the action removed the object itself if it recorded
+            // nothing, and a failure after its commit leaves a document that needs it.
+            if keyed_request {
+                document_actions::discard(state.store.as_ref(), &object).await;
+            }
+            Err(error)
+        }
+    }
 }
 
 /// `GET /api/documents/{id}`.
 #[utoipa::path(
     get, path = "/api/documents/{document_id}", tag = "documents", operation_id = "get_document",
-    params(("document_id" = Uuid, Path, description = "document id")),
+    params(
+        ("document_id" = Uuid, Path, description = "document id"),
+        ("If-None-Match" = Option<String>, Header, description = conditional::IF_NONE_MATCH_DESCRIPTION)
+    ),
     responses(
-        (status = 200, description = "the document", body = DocumentView),
+        (status = 200, description = "the document", body = DocumentView,
+            headers(("ETag" = String, description = "the document's version: send it in If-None-Match (304 while unchanged) or If-Match (412 once it changed)")),
+            links(
+                ("DownloadContent" = (operation_id = "download_content", parameters(("document_id" = "$response.body#/id")))),
+                ("DownloadThumbnail" = (operation_id = "download_thumbnail", parameters(("document_id" = "$response.body#/id")))),
+                ("DownloadArchive" = (operation_id = "download_archive", parameters(("document_id" = "$response.body#/id")))),
+                ("ListProcessingJobs" = (operation_id = "list_processing_jobs", parameters(("document_id" = "$response.body#/id"))))
+            )),
+        (status = 304, description = "If-None-Match names the current ETag: no body",
+            headers(("ETag" = String, description = "the document's version: send it in If-None-Match (304 while unchanged) or If-Match (412 once it changed)"))),
         (status = 404, description = "no such document in this tenant, or it is in the trash", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -168,6 +226,7 @@ pub async fn upload(
 pub async fn get(
     state: web::Data<AppState>,
     caller: DocumentReader,
+    request: HttpRequest,
     path: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
@@ -176,7 +235,13 @@ pub async fn get(
         documents::find_document_with_version(&mut conn, caller.tenant_id, document_id)
             .await?
             .ok_or(ApiError::NotFound)?;
+    let etag = conditional::document_etag(document.row_version);
+    if conditional::none_match(&request, &etag) {
+        return Ok(conditional::not_modified(&etag));
+    }
     let mut labels = labels::labels_of(&mut conn, caller.tenant_id, &[document.id]).await?;
     let view = DocumentView::new(document, version).with_labels(labels.remove(&document_id));
-    Ok(HttpResponse::Ok().json(view))
+    Ok(HttpResponse::Ok()
+        .insert_header(conditional::etag_header(etag))
+        .json(view))
 }

@@ -1,7 +1,7 @@
 //! `PATCH /api/documents/{id}`: title and issued-at date. A title change analyzes the
 //! document again unless an analysis of its version is already queued or running.
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use quire_shared::actions::documents::{
     self as document_actions, Edited, LabelEdit, checked_title,
 };
@@ -10,6 +10,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::auth::DocumentWriter;
+use crate::conditional;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::upload::MAX_TITLE_CHARS;
@@ -162,12 +163,17 @@ fn parse_edit(patch: DocumentPatch) -> Result<DocumentEdit, ApiError> {
 
 #[utoipa::path(
     patch, path = "/api/documents/{document_id}", tag = "documents", operation_id = "edit_document",
-    params(("document_id" = Uuid, Path, description = "document id")),
+    params(
+        ("document_id" = Uuid, Path, description = "document id"),
+        ("If-Match" = Option<String>, Header, description = conditional::IF_MATCH_DESCRIPTION)
+    ),
     request_body = DocumentPatch,
     responses(
-        (status = 200, description = "the document; a new title analyzes again once (the job, else `null`)", body = EditView),
+        (status = 200, description = "the document; a new title analyzes again once (the job, else `null`)", body = EditView,
+            headers(("ETag" = String, description = "the edited document's version"))),
         (status = 400, description = "invalid_json: the body is not a JSON object of these fields", body = ProblemView, content_type = "application/problem+json"),
         (status = 404, description = "no such document in this tenant, or it is in the trash", body = ProblemView, content_type = "application/problem+json"),
+        (status = 412, description = "precondition_failed: If-Match names a version the document is no longer at; nothing changed", body = ProblemView, content_type = "application/problem+json"),
         (status = 413, description = "the body is larger than 256 KiB", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "invalid title or date", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -177,18 +183,26 @@ fn parse_edit(patch: DocumentPatch) -> Result<DocumentEdit, ApiError> {
 pub async fn patch(
     state: web::Data<AppState>,
     caller: DocumentWriter,
+    request: HttpRequest,
     path: web::Path<Uuid>,
     body: crate::json_object::JsonObject<DocumentPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let document_id = path.into_inner();
+    let if_match = conditional::if_match(&request);
     let mut patch = body.0;
     let label_edit = parse_labels(patch.tags.take(), patch.correspondent.take())?;
     let edit = parse_edit(patch)?;
     let document_caller = state.document_caller(&caller);
     let mut conn = state.connection().await?;
-    let edited =
-        document_actions::edit(&mut conn, &document_caller, document_id, &edit, &label_edit)
-            .await?;
+    let edited = document_actions::edit_if(
+        &mut conn,
+        &document_caller,
+        document_id,
+        &edit,
+        &label_edit,
+        &if_match,
+    )
+    .await?;
     let Edited {
         document,
         version,
@@ -202,8 +216,11 @@ pub async fn patch(
         }
         None => None,
     };
-    Ok(HttpResponse::Ok().json(EditView {
-        document: DocumentView::new(document, version).with_labels(document_labels),
-        job,
-    }))
+    let etag = conditional::document_etag(document.row_version);
+    Ok(HttpResponse::Ok()
+        .insert_header(conditional::etag_header(etag))
+        .json(EditView {
+            document: DocumentView::new(document, version).with_labels(document_labels),
+            job,
+        }))
 }

@@ -1,11 +1,12 @@
 //! A document's processing jobs: safe views only.
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use quire_shared::actions::jobs::{self as job_actions, JobScope};
 use quire_shared::db::{documents, jobs, pauses};
 use uuid::Uuid;
 
 use crate::auth::{DocumentReader, DocumentWriter};
+use crate::conditional;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views::{JobList, JobView, ProblemView};
@@ -43,9 +44,16 @@ pub async fn list(
 /// `GET /api/documents/{id}/processing-jobs/{job_id}`: 404 unless the job is this document's.
 #[utoipa::path(
     get, path = "/api/documents/{document_id}/processing-jobs/{job_id}", tag = "jobs", operation_id = "get_processing_job",
-    params(("document_id" = Uuid, Path, description = "document id"), ("job_id" = Uuid, Path, description = "job id")),
+    params(
+        ("document_id" = Uuid, Path, description = "document id"),
+        ("job_id" = Uuid, Path, description = "job id"),
+        ("If-None-Match" = Option<String>, Header, description = conditional::IF_NONE_MATCH_DESCRIPTION)
+    ),
     responses(
-        (status = 200, description = "the job", body = JobView),
+        (status = 200, description = "the job", body = JobView,
+            headers(("ETag" = String, description = "the job view's version: send it in If-None-Match to poll cheaply (304 while unchanged)"))),
+        (status = 304, description = "If-None-Match names the current ETag: no body",
+            headers(("ETag" = String, description = "the job view's version"))),
         (status = 404, description = "no such document in this tenant (or it is in the trash), or the job is not this document's", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -54,6 +62,7 @@ pub async fn list(
 pub async fn get(
     state: web::Data<AppState>,
     caller: DocumentReader,
+    request: HttpRequest,
     path: web::Path<(Uuid, Uuid)>,
 ) -> Result<HttpResponse, ApiError> {
     let (document_id, job_id) = path.into_inner();
@@ -65,7 +74,16 @@ pub async fn get(
         .await?
         .ok_or(ApiError::NotFound)?;
     let holds = pauses::holds(&mut conn, caller.tenant_id).await?;
-    Ok(HttpResponse::Ok().json(JobView::held_by(job, &holds)))
+    let body = serde_json::to_vec(&JobView::held_by(job, &holds))
+        .map_err(|error| anyhow::Error::new(error).context("failed to encode the job"))?;
+    let etag = conditional::body_etag(&body);
+    if conditional::none_match(&request, &etag) {
+        return Ok(conditional::not_modified(&etag));
+    }
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header(conditional::etag_header(etag))
+        .body(body))
 }
 
 /// `POST /api/documents/{id}/processing-jobs/{job_id}/retry`: `FAILED → QUEUED` with a

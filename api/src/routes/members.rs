@@ -1,19 +1,24 @@
 //! The caller's tenant's members (`members:manage`): list, add, change set, remove. A
 //! tenant always keeps an owner: the last one can be neither demoted nor removed.
 
-use actix_web::{HttpResponse, web};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::FutureExt;
+use quire_shared::actions::idempotency::Scope;
 use quire_shared::actions::members as member_actions;
 use quire_shared::db::members;
 use quire_shared::permissions::CapabilitySet;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::auth::MemberManager;
 use crate::error::ApiError;
+use crate::idempotency::{self, Answer};
 use crate::state::AppState;
 use crate::views::{MemberView, ProblemView};
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+// `Serialize`: the parsed body is the request an Idempotency-Key stands for.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewMember {
     user_id: Uuid,
@@ -52,9 +57,13 @@ pub async fn list(
 
 #[utoipa::path(
     post, path = "/api/members", tag = "members", operation_id = "add_member",
+    params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     request_body = NewMember,
     responses(
-        (status = 201, description = "added", body = MemberView),
+        (status = 201, description = "added (or, with Idempotency-Key, the first answer again)", body = MemberView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
+        (status = 400, description = "invalid_json: the body is not a JSON object of these fields; invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "already_member", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "not a member, no members:manage, or the tenant is suspended (tenant_suspended) or was reset or deleted while the request was on its way (tenant_unavailable)", body = ProblemView, content_type = "application/problem+json"),
@@ -64,18 +73,26 @@ pub async fn list(
 pub async fn add(
     state: web::Data<AppState>,
     caller: MemberManager,
+    http: HttpRequest,
     body: crate::json_object::JsonObject<NewMember>,
 ) -> Result<HttpResponse, ApiError> {
     let member = body.0;
+    let keyed = idempotency::Key::of(&http, Scope::Tenant(caller.tenant_id))?.map(|key| {
+        let digest = idempotency::json_digest("POST", "/api/members", &member);
+        key.for_request(digest, &state.settings)
+    });
+    let tenant = caller.tenant_write();
     let mut conn = state.connection().await?;
-    let added = member_actions::add(
-        &mut conn,
-        &caller.tenant_write(),
-        member.user_id,
-        member.capability_set,
-    )
+    let answered = idempotency::once(&mut conn, keyed, move |conn| {
+        async move {
+            let added =
+                member_actions::add(conn, &tenant, member.user_id, member.capability_set).await?;
+            Answer::json(StatusCode::CREATED, &MemberView::from(added))
+        }
+        .boxed()
+    })
     .await?;
-    Ok(HttpResponse::Created().json(MemberView::from(added)))
+    Ok(answered.into_response())
 }
 
 #[utoipa::path(

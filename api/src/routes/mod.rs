@@ -7,6 +7,7 @@ mod catalogue;
 mod content;
 mod documents;
 mod edit;
+mod events;
 mod health;
 mod jobs;
 mod listing;
@@ -15,7 +16,9 @@ mod openapi;
 mod operator_queues;
 mod operator_tenants;
 mod search;
+mod settings;
 mod trash;
+mod webhooks;
 
 use actix_web::{HttpResponse, Resource, web};
 
@@ -122,14 +125,25 @@ route_table! {
         "/documents/{document_id}/restore" { post => trash::restore }
         "/documents/{document_id}/content" { get => content::content }
         "/documents/{document_id}/thumbnail" { get => content::thumbnail }
+        "/documents/{document_id}/archive" { get => content::archive }
         "/documents/{document_id}/processing-jobs" { get => jobs::list }
         "/documents/{document_id}/processing-jobs/{job_id}" { get => jobs::get }
         "/documents/{document_id}/processing-jobs/{job_id}/retry" { post => jobs::retry }
         "/jobs/catalogue" { get => catalogue::catalogue }
         "/members" { get => members::list, post => members::add }
         "/members/{user_id}" { patch => members::change, delete => members::remove }
+        "/webhooks" { get => webhooks::list, post => webhooks::create }
+        "/webhooks/{webhook_id}" { get => webhooks::get, patch => webhooks::patch, delete => webhooks::delete }
+        "/webhooks/{webhook_id}/deliveries" { get => webhooks::deliveries }
+        "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver" { post => webhooks::redeliver }
+        "/events" { get => events::subscribe }
+        "/settings" { get => settings::get, patch => settings::patch }
     }
 }
+
+/// Routes that answer an endless stream (text/event-stream): a walk that reads every
+/// body to its end takes their refusals only (their own tests read them).
+pub const STREAMING_ROUTES: &[&str] = &["/api/events"];
 
 /// Routes that serve the API's own documentation rather than the API.
 pub const DOCUMENTATION_ROUTES: &[&str] = &[

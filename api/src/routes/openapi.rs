@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    bulk, catalogue, content, documents, edit, health, jobs, listing, members, operator_queues,
-    operator_tenants, search, trash,
+    bulk, catalogue, content, documents, edit, events, health, jobs, listing, members,
+    operator_queues, operator_tenants, search, settings, trash, webhooks,
 };
 use crate::views::{
     BulkResultView, BulkView, DocumentPage, DocumentView, EditView, FileBytes, JobList, JobView,
@@ -34,6 +34,7 @@ use crate::views::{
         trash::restore,
         content::content,
         content::thumbnail,
+        content::archive,
         jobs::list,
         jobs::get,
         jobs::retry,
@@ -42,6 +43,16 @@ use crate::views::{
         members::add,
         members::change,
         members::remove,
+        webhooks::list,
+        webhooks::create,
+        webhooks::get,
+        webhooks::patch,
+        webhooks::delete,
+        webhooks::deliveries,
+        webhooks::redeliver,
+        events::subscribe,
+        settings::get,
+        settings::patch,
         operator_tenants::create,
         operator_tenants::list,
         operator_tenants::get,
@@ -86,7 +97,20 @@ use crate::views::{
         TenantJobView,
         operator_tenants::NewTenant,
         operator_tenants::LimitsPatch,
-        operator_queues::QueueView
+        operator_queues::QueueView,
+        webhooks::NewWebhookBody,
+        webhooks::WebhookPatchBody,
+        webhooks::WebhookView,
+        webhooks::CreatedWebhookView,
+        webhooks::DeliveryView,
+        webhooks::WebhookList,
+        webhooks::DeliveryList,
+        webhooks::EventTypeName,
+        events::StreamEvent,
+        settings::SettingsView,
+        settings::DateLanguageCode,
+        settings::EffectiveDates,
+        settings::SettingsPatch
     )),
     modifiers(&BearerToken, &SharedAnswers),
     security(("bearer" = []))
@@ -120,7 +144,9 @@ struct SharedAnswers;
 impl Modify for SharedAnswers {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         for (path, item) in openapi.paths.paths.iter_mut() {
-            let download = path.ends_with("/content") || path.ends_with("/thumbnail");
+            let download = path.ends_with("/content")
+                || path.ends_with("/thumbnail")
+                || path.ends_with("/archive");
             let operations = [
                 &mut item.get,
                 &mut item.put,
@@ -129,6 +155,7 @@ impl Modify for SharedAnswers {
                 &mut item.patch,
             ];
             for operation in operations.into_iter().flatten() {
+                constrain_idempotency_key(operation);
                 let takes_json = operation
                     .request_body
                     .as_ref()
@@ -153,6 +180,27 @@ impl Modify for SharedAnswers {
                     );
                 }
             }
+        }
+    }
+}
+
+/// The `Idempotency-Key` header's schema, once for every route that takes it: what
+/// `actions::idempotency::checked_key` takes (1 to 255 visible ASCII characters).
+fn constrain_idempotency_key(operation: &mut utoipa::openapi::path::Operation) {
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::schema::Type;
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if parameter.parameter_in == ParameterIn::Header
+            && parameter.name == crate::idempotency::HEADER
+        {
+            parameter.schema = Some(
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(quire_shared::actions::idempotency::MAX_KEY_BYTES))
+                    .pattern(Some("^[!-~]+$"))
+                    .into(),
+            );
         }
     }
 }

@@ -3,25 +3,30 @@
 //! its limits, and pausing or resuming its processing.
 //! Tenant ids are the operator's to know, so a missing tenant answers 404.
 
-use actix_web::{HttpResponse, web};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::FutureExt;
+use quire_shared::actions::idempotency::Scope;
 use quire_shared::actions::scheduling;
 use quire_shared::actions::tenants as tenant_actions;
 use quire_shared::db::tenants::LimitsChange;
 use quire_shared::db::{jobs, pauses, tenants};
 use quire_shared::jobs::DeleteTenant as DeleteTenantPayload;
 use quire_shared::permissions::MemberSpec;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::auth::Operator;
 use crate::error::ApiError;
+use crate::idempotency::{self, Answer};
 use crate::state::AppState;
 use crate::views::{JobView, ProblemView, TenantJobView, TenantView};
 
 const MAX_MEMBERS: usize = 1000;
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+// `Serialize`: the parsed body is the request an Idempotency-Key stands for.
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewTenant {
     /// 1 to 100 characters, unique.
@@ -34,11 +39,14 @@ pub struct NewTenant {
 
 #[utoipa::path(
     post, path = "/api/admin/tenants", tag = "admin", operation_id = "create_tenant",
+    params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     request_body = NewTenant,
     responses(
-        (status = 202, description = "tenant `creating`, provisioning queued", body = TenantJobView),
+        (status = 202, description = "tenant `creating`, provisioning queued (or, with Idempotency-Key, the first answer again; keys are per operator)", body = TenantJobView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
+        (status = 400, description = "invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "tenant_name_taken", body = ProblemView, content_type = "application/problem+json"),
-        (status = 422, description = "invalid_name or invalid_members", body = ProblemView, content_type = "application/problem+json"),
+        (status = 422, description = "invalid_name or invalid_members; idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
@@ -46,29 +54,42 @@ pub struct NewTenant {
 pub async fn create(
     state: web::Data<AppState>,
     operator: Operator,
+    http: HttpRequest,
     body: web::Json<NewTenant>,
 ) -> Result<HttpResponse, ApiError> {
-    let NewTenant { name, members } = body.into_inner();
+    let new_tenant = body.into_inner();
+    let keyed = idempotency::Key::of(&http, Scope::Operator(operator.name.clone()))?.map(|key| {
+        let digest = idempotency::json_digest("POST", "/api/admin/tenants", &new_tenant);
+        key.for_request(digest, &state.settings)
+    });
+    let NewTenant { name, members } = new_tenant;
     if members.is_empty() || members.len() > MAX_MEMBERS {
         return Err(ApiError::unprocessable(
             "invalid_members",
             format!("name 1 to {MAX_MEMBERS} members; the first becomes the owner"),
         ));
     }
+    let max_attempts = state.settings.jobs.max_attempts;
+    let request_id = crate::request_id::current();
     let mut conn = state.connection().await?;
-    let (tenant, job) = tenant_actions::create_tenant(
-        &mut conn,
-        &name,
-        members,
-        state.settings.jobs.max_attempts,
-        crate::request_id::current(),
-    )
+    let answered = idempotency::once(&mut conn, keyed, move |conn| {
+        async move {
+            let (tenant, job) =
+                tenant_actions::create_tenant(conn, &name, members, max_attempts, request_id)
+                    .await?;
+            tracing::info!(operator = %operator.name, tenant_id = %tenant.id, "tenant created");
+            Answer::json(
+                StatusCode::ACCEPTED,
+                &TenantJobView {
+                    tenant: tenant.into(),
+                    job: job.into(),
+                },
+            )
+        }
+        .boxed()
+    })
     .await?;
-    tracing::info!(operator = %operator.name, tenant_id = %tenant.id, "tenant created");
-    Ok(HttpResponse::Accepted().json(TenantJobView {
-        tenant: tenant.into(),
-        job: job.into(),
-    }))
+    Ok(answered.into_response())
 }
 
 #[utoipa::path(

@@ -275,7 +275,8 @@ async fn the_job_catalogue_lists_types_payloads_and_retired_types() {
             "purge-document",
             "provision-tenant",
             "delete-tenant",
-            "bench-noop"
+            "bench-noop",
+            "deliver-webhook"
         ]
     );
     assert_eq!(

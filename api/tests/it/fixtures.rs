@@ -1,5 +1,6 @@
 //! Files for the pipeline's tests, made here from a few bytes: a PDF with a text layer, a
-//! scanned page (rendered by pdftoppm), hostile PDFs and PNGs. One fixture is committed:
+//! scanned page (rendered by pdftoppm), a scan turned and askew as a PNG or an image-only
+//! PDF, hostile PDFs and PNGs. One fixture is committed:
 //! `tests/fixtures/encrypted.pdf` (this module's text PDF, encrypted by
 //! `qpdf --encrypt secret owner 256`), because no crate here can encrypt a PDF.
 
@@ -34,6 +35,138 @@ pub fn scanned_page(lines: &[&str]) -> Vec<u8> {
         .expect("pdftoppm (poppler-utils) must be installed: scripts/test installs it");
     assert!(status.success());
     std::fs::read(prefix.with_extension("png")).expect("read scan")
+}
+
+/// A page fed into a scanner askew and turned: `lines` in Helvetica 14 pt on an A5
+/// landscape page, the text rotated `skew_degrees` (counter-clockwise, about the start of
+/// its first line), rendered grey at 150 dpi by pdftoppm, then the image turned
+/// `quarter_turns` clockwise. A PNG.
+pub fn turned_scan(lines: &[&str], quarter_turns: u8, skew_degrees: f64) -> Vec<u8> {
+    let (sin, cos) = skew_degrees.to_radians().sin_cos();
+    let mut content = format!(
+        "q 1 0 0 1 60 360 cm {cos:.5} {sin:.5} {:.5} {cos:.5} 0 0 cm\n",
+        -sin
+    );
+    content.push_str("BT /F1 14 Tf 20 TL 0 0 Td\n");
+    for line in lines {
+        content.push_str(&format!("({line}) '\n"));
+    }
+    content.push_str("ET Q\n");
+    let pdf = pdf_of(&[
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 421] \
+          /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>"
+            .to_vec(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+            .to_vec(),
+        stream("", content.as_bytes()),
+    ]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("page.pdf");
+    std::fs::write(&path, pdf).expect("write pdf");
+    let prefix = dir.path().join("scan");
+    let status = Command::new("pdftoppm")
+        .args(["-r", "150", "-gray", "-png", "-singlefile"])
+        .arg(&path)
+        .arg(&prefix)
+        .status()
+        .expect("pdftoppm (poppler-utils) must be installed: scripts/test installs it");
+    assert!(status.success());
+    let page = image::open(prefix.with_extension("png"))
+        .expect("rendered page")
+        .into_luma8();
+    let turned = match quarter_turns % 4 {
+        1 => image::imageops::rotate90(&page),
+        2 => image::imageops::rotate180(&page),
+        3 => image::imageops::rotate270(&page),
+        _ => page,
+    };
+    let mut png = Vec::new();
+    turned
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .expect("encode");
+    png
+}
+
+/// An image-only PDF, as a scanner writes one: a page for each grey PNG of `scans`, its
+/// pixels the page's one image, sized for 150 dpi; no text layer.
+pub fn image_pdf(scans: &[&[u8]]) -> Vec<u8> {
+    // Objects: 1 the catalog, 2 the page tree, then a page, its content and its image.
+    let kids: Vec<String> = (0..scans.len())
+        .map(|page| format!("{} 0 R", 3 + 3 * page))
+        .collect();
+    let mut objects = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        format!(
+            "<< /Type /Pages /Kids [{}] /Count {} >>",
+            kids.join(" "),
+            scans.len()
+        )
+        .into_bytes(),
+    ];
+    for (page, scan) in scans.iter().enumerate() {
+        let gray = image::load_from_memory(scan).expect("png").into_luma8();
+        let (width, height) = gray.dimensions();
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(gray.as_raw()).expect("compress");
+        let pixels = encoder.finish().expect("finish");
+        let (points_wide, points_high) = (width * 72 / 150, height * 72 / 150);
+        let content = format!("q {points_wide} 0 0 {points_high} 0 0 cm /Im1 Do Q\n");
+        let (contents, image) = (4 + 3 * page, 5 + 3 * page);
+        objects.push(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {points_wide} {points_high}] \
+                 /Resources << /XObject << /Im1 {image} 0 R >> >> /Contents {contents} 0 R >>"
+            )
+            .into_bytes(),
+        );
+        objects.push(stream("", content.as_bytes()));
+        objects.push(stream(
+            &format!(
+                "/Type /XObject /Subtype /Image /Width {width} /Height {height} \
+                 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode"
+            ),
+            &pixels,
+        ));
+    }
+    pdf_of(&objects)
+}
+
+/// A stream object: `entries` of its dictionary, its exact length, its bytes.
+fn stream(entries: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut object = format!("<< {entries} /Length {} >>\nstream\n", bytes.len()).into_bytes();
+    object.extend_from_slice(bytes);
+    object.extend_from_slice(b"\nendstream");
+    object
+}
+
+/// A PDF of `objects` (numbered from 1, the first the catalog) with an exact
+/// cross-reference table.
+fn pdf_of(objects: &[Vec<u8>]) -> Vec<u8> {
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::with_capacity(objects.len());
+    for (index, object) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n", index + 1).as_bytes());
+        pdf.extend_from_slice(object);
+        pdf.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = pdf.len();
+    pdf.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for offset in offsets {
+        pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend_from_slice(
+        format!(
+            "trailer << /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    pdf
 }
 
 /// Bytes that start like a PDF and are nothing of the sort.

@@ -1,6 +1,8 @@
 //! Statement timeouts per kind of session: every pooled connection carries its kind's
 //! `statement_timeout`, and an API request whose statement runs past it answers 503
-//! problem+json and gives its connection back healthy.
+//! problem+json and gives its connection back healthy. A service's session whose
+//! transaction waits on its client (a host cut off the network) is ended by the server,
+//! and its locks with it.
 
 use std::time::Duration;
 
@@ -46,6 +48,61 @@ async fn a_pooled_connection_of_each_kind_carries_its_statement_timeout() {
             assert_eq!(setting.statement_timeout, expected, "{kind:?}");
         }
     }
+}
+
+#[derive(QueryableByName)]
+struct IdleSetting {
+    #[diesel(sql_type = Text)]
+    idle_in_transaction_session_timeout: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_session_idle_in_its_transaction_is_ended_and_its_locks_freed() {
+    let mut context = TestContext::new().await;
+    context.settings.database.idle_in_transaction_timeout_ms = 700;
+    for (kind, expected) in [
+        (SessionKind::Api, "700ms"),
+        (SessionKind::Worker, "700ms"),
+        (SessionKind::Dispatcher, "700ms"),
+        (SessionKind::Admin, "0"),
+    ] {
+        let pool = db::build_pool_with(&context.settings.database, kind).expect("pool");
+        let mut conn = pool.get().await.expect("connection");
+        let setting: IdleSetting = diesel::sql_query("SHOW idle_in_transaction_session_timeout")
+            .get_result(&mut conn)
+            .await
+            .expect("show");
+        assert_eq!(
+            setting.idle_in_transaction_session_timeout, expected,
+            "{kind:?}"
+        );
+    }
+
+    // A worker's session takes a lock in a transaction and then hears nothing more from
+    // its client, as when the worker's host loses its link mid-transaction.
+    let workers =
+        db::build_pool_with(&context.settings.database, SessionKind::Worker).expect("worker pool");
+    let mut cut_off = workers.get().await.expect("worker connection");
+    cut_off
+        .batch_execute("BEGIN; SELECT pg_advisory_xact_lock(4242777)")
+        .await
+        .expect("lock");
+    // Another process waits for that lock; the server ends the idle session and the
+    // waiter gets it. Without the timeout it would wait for as long as the client's
+    // socket stayed open (here: the whole test).
+    let admins = db::build_pool(&context.settings.database).expect("admin pool");
+    let mut waiter = admins.get().await.expect("admin connection");
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        waiter
+            .batch_execute("SELECT pg_advisory_lock(4242777); SELECT pg_advisory_unlock(4242777)"),
+    )
+    .await
+    .expect("the lock of the idle transaction is freed")
+    .expect("lock");
+    // The idle session was ended: its next statement fails, as a cut-off host finds
+    // when its link comes back (the pool then drops the connection).
+    assert!(cut_off.batch_execute("SELECT 1").await.is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -64,6 +64,7 @@ impl Maintenance {
             events: Duration::from_secs(retention.events_hours * HOUR),
             finished_jobs: Duration::from_secs(retention.finished_jobs_days * DAY),
             failed_jobs: Duration::from_secs(retention.failed_jobs_days * DAY),
+            tenant_events: settings.events.retention(),
             batch: retention.batch_size,
         };
         let services = vec![

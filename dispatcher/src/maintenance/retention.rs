@@ -1,6 +1,7 @@
 //! Retention (DESIGN §5): delivered and cancelled events and finished jobs are deleted
-//! after their configured ages (`FAILED` jobs are kept longer), and expired dashboard
-//! sessions, in batches. One dispatcher per interval (an advisory lock).
+//! after their configured ages (`FAILED` jobs are kept longer), expired dashboard
+//! sessions and idempotency keys, and tenant events past `[events] retention_hours`, in
+//! batches. One dispatcher per interval (an advisory lock).
 
 use anyhow::Context;
 use futures_util::FutureExt;
@@ -34,12 +35,18 @@ impl Task for Retention {
         .await
         .context("failed to prune finished work")?;
         if let Some(pruned) = pruned
-            && (pruned.events > 0 || pruned.jobs > 0 || pruned.sessions > 0)
+            && (pruned.events > 0
+                || pruned.jobs > 0
+                || pruned.sessions > 0
+                || pruned.idempotency_keys > 0
+                || pruned.tenant_events > 0)
         {
             tracing::info!(
                 events = pruned.events,
                 jobs = pruned.jobs,
                 sessions = pruned.sessions,
+                idempotency_keys = pruned.idempotency_keys,
+                tenant_events = pruned.tenant_events,
                 "pruned finished work"
             );
         }

@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use quire_dispatcher::maintenance::{Retention, Task};
 use quire_shared::actions::ops_sessions;
+use quire_shared::db::event_stream;
 use quire_shared::db::jobs::{self, Enqueued};
 use quire_shared::db::maintenance::Retention as Ages;
+use quire_shared::db::tenant_events::{self, EventCursor, NewTenantEvent, TenantEventType};
+use quire_shared::test_support::{self, DEADLINE};
 use uuid::Uuid;
 
 use crate::support::World;
@@ -18,6 +21,7 @@ fn ages() -> Ages {
         events: 7 * DAY,
         finished_jobs: 30 * DAY,
         failed_jobs: 90 * DAY,
+        tenant_events: 3 * DAY,
         batch: 1000,
     }
 }
@@ -183,4 +187,96 @@ async fn expired_dashboard_sessions_are_pruned_and_live_ones_kept() {
     .await
     .expect("count");
     assert_eq!(remaining, 1, "the expired row is gone, not just hidden");
+}
+
+/// The tenant's events still stored, straight from the table (the log's readers wait
+/// for older open transactions of the whole cluster; this does not).
+async fn stored_events(world: &World) -> Vec<tenant_events::TenantEvent> {
+    let mut conn = world.pool.get().await.expect("connection");
+    diesel_async::RunQueryDsl::load(
+        diesel::sql_query(
+            "SELECT id, tenant_id, event_type, subject_id, payload, txid, created_at \
+             FROM tenant_events WHERE tenant_id = $1 ORDER BY txid, id",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(world.tenant_id),
+        &mut conn,
+    )
+    .await
+    .expect("events")
+}
+
+/// Records a `document.trashed` event of the world's tenant created `days` ago.
+async fn tenant_event(world: &World, days: i32) -> tenant_events::TenantEvent {
+    let mut conn = world.pool.get().await.expect("connection");
+    let id = tenant_events::record(
+        &mut conn,
+        &NewTenantEvent {
+            tenant_id: world.tenant_id,
+            event_type: TenantEventType::DocumentTrashed,
+            subject_id: Uuid::now_v7(),
+            payload: serde_json::json!({ "days_ago": days }),
+        },
+    )
+    .await
+    .expect("record");
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(format!(
+            "UPDATE tenant_events SET created_at = now() - interval '{days} days' WHERE id = $1"
+        ))
+        .bind::<diesel::sql_types::Int8, _>(id),
+        &mut conn,
+    )
+    .await
+    .expect("backdate");
+    stored_events(world)
+        .await
+        .into_iter()
+        .find(|event| event.id == id)
+        .expect("the event is stored")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_tenant_events_go_and_the_tenants_horizon_moves_to_the_last_one_pruned() {
+    let world = World::new().await;
+    let oldest = tenant_event(&world, 5).await;
+    let old = tenant_event(&world, 4).await;
+    let recent = tenant_event(&world, 1).await;
+
+    let pruned = Retention::new(world.pool.clone(), ages())
+        .run_once()
+        .await
+        .expect("retention")
+        .expect("no other dispatcher holds the lock");
+
+    assert_eq!(pruned.tenant_events, 2);
+    assert_eq!(
+        stored_events(&world).await,
+        vec![recent.clone()],
+        "the recent event is kept"
+    );
+    let mut conn = world.pool.get().await.expect("connection");
+    // A reader that had seen the last pruned event missed nothing (the page waits for
+    // older transactions anywhere in the cluster: the suite runs in parallel).
+    let from_last_pruned = test_support::eventually(DEADLINE, "the recent event is read", || {
+        let pool = world.pool.clone();
+        let tenant = world.tenant_id;
+        let after = EventCursor::of(&old);
+        async move {
+            let mut conn = pool.get().await.expect("connection");
+            let page = event_stream::read_page(&mut conn, tenant, Some(after), 100)
+                .await
+                .expect("resume after the last pruned event");
+            (!page.events.is_empty()).then_some(page.events)
+        }
+    })
+    .await;
+    assert_eq!(from_last_pruned, vec![recent]);
+    // One that had not seen it may have missed it, and is told so.
+    for before in [EventCursor::of(&oldest), EventCursor::START] {
+        let refused = event_stream::read_page(&mut conn, world.tenant_id, Some(before), 100).await;
+        assert!(
+            matches!(refused, Err(event_stream::StreamError::Pruned)),
+            "{before:?}: {refused:?}"
+        );
+    }
 }

@@ -14,7 +14,7 @@ use diesel_async::AsyncConnection;
 use futures_util::StreamExt;
 use quire_dispatcher::maintenance::storage_gc::{self, Budget, Now, Swept};
 use quire_shared::db::assets::{self, AssetKind, NewAsset, Upserted};
-use quire_shared::db::documents::{self, NewDocument};
+use quire_shared::db::documents::{self, IfMatch, NewDocument};
 use quire_shared::db::intake::{self, NewIntake, Recorded};
 use quire_shared::db::jobs::{Fence, NewJob};
 use quire_shared::db::storage_gc::NAMING_COLUMNS;
@@ -253,7 +253,7 @@ async fn each_kind_of_orphan_is_collected_and_every_named_object_survives() {
     let (unrowed, gone) = uploaded(&world, store.as_ref()).await;
     {
         let mut conn = world.pool.get().await.expect("connection");
-        documents::trash_document(&mut conn, world.tenant_id, gone.document.id)
+        documents::trash_document(&mut conn, world.tenant_id, gone.document.id, &IfMatch::Any)
             .await
             .expect("trash")
             .expect("trashed");
@@ -631,12 +631,14 @@ async fn every_column_that_names_an_object_is_checked() {
     use diesel_async::RunQueryDsl;
     let world = World::new().await;
     let mut conn = world.pool.get().await.expect("connection");
+    // idempotency_keys.key is a client's Idempotency-Key: it names no object.
     let mut columns: Vec<Column> = diesel::sql_query(
         "SELECT table_name::text, column_name::text FROM information_schema.columns \
          WHERE table_schema = 'public' AND data_type IN ('text', 'character varying') \
            AND (column_name LIKE '%key%' OR column_name LIKE '%object%' \
                 OR column_name LIKE '%path%') \
-           AND table_name NOT IN ('__diesel_schema_migrations', 'storage_gc_cursor')",
+           AND table_name NOT IN ('__diesel_schema_migrations', 'storage_gc_cursor') \
+           AND (table_name, column_name) <> ('idempotency_keys', 'key')",
     )
     .load(&mut conn)
     .await

@@ -7,7 +7,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use uuid::Uuid;
 
 use super::{ActionError, hold_tenant};
-use crate::db::documents::{self, Document, DocumentEdit, DocumentVersion, NewDocument};
+use crate::db::documents::{self, Document, DocumentEdit, DocumentVersion, IfMatch, NewDocument};
 use crate::db::intake::{self, NewIntake, Recorded};
 use crate::db::jobs::{self, Job, NewJob, Priority};
 use crate::db::labels::{self, Labels};
@@ -97,17 +97,41 @@ pub async fn delete(
     caller: &DocumentCaller,
     document_id: Uuid,
 ) -> Result<Deleted, ActionError> {
+    delete_if(conn, caller, document_id, &IfMatch::Any).await
+}
+
+/// `delete` of a document at a version `if_match` admits (`If-Match`), else
+/// `VersionMismatch` and nothing changes: the trash's UPDATE carries the guard; a trashed
+/// document's version is compared on its locked row before its purge is queued.
+pub async fn delete_if(
+    conn: &mut AsyncPgConnection,
+    caller: &DocumentCaller,
+    document_id: Uuid,
+    if_match: &IfMatch,
+) -> Result<Deleted, ActionError> {
     let tenant_id = caller.tenant_id;
     let deleted = conn
         .transaction::<_, ActionError, _>(async |conn| {
             hold(conn, &caller.tenant_write()).await?;
-            if let Some(document) = documents::trash_document(conn, tenant_id, document_id).await? {
+            if let Some(document) =
+                documents::trash_document(conn, tenant_id, document_id, if_match).await?
+            {
                 let cancelled = jobs::cancel_document_jobs(conn, tenant_id, document_id).await?;
+                crate::events::document_trashed(conn, tenant_id, document_id, document.trashed_at)
+                    .await?;
                 return Ok(Deleted::Trashed(document, cancelled));
             }
-            documents::find_document_including_trashed(conn, tenant_id, document_id)
-                .await?
-                .ok_or(ActionError::NotFound)?;
+            let current = if *if_match == IfMatch::Any {
+                documents::find_document_including_trashed(conn, tenant_id, document_id).await?
+            } else {
+                // Locked: the version compared is the one the purge is queued for.
+                documents::lock_document(conn, tenant_id, document_id).await?
+            };
+            let current = current.ok_or(ActionError::NotFound)?;
+            // Live and not trashed by the guarded UPDATE, or trashed at another version.
+            if current.trashed_at.is_none() || !if_match.admits(current.row_version) {
+                return Err(ActionError::VersionMismatch);
+            }
             let job = queue_purge(
                 conn,
                 tenant_id,
@@ -159,6 +183,17 @@ pub async fn restore(
     tenant: &TenantWrite,
     document_id: Uuid,
 ) -> Result<Document, ActionError> {
+    restore_if(conn, tenant, document_id, &IfMatch::Any).await
+}
+
+/// `restore` of a document at a version `if_match` admits (`If-Match`), else
+/// `VersionMismatch` (before any other refusal) and nothing changes.
+pub async fn restore_if(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantWrite,
+    document_id: Uuid,
+    if_match: &IfMatch,
+) -> Result<Document, ActionError> {
     let tenant_id = tenant.tenant_id;
     let document = conn
         .transaction::<_, ActionError, _>(async |conn| {
@@ -166,6 +201,10 @@ pub async fn restore(
             let current = documents::lock_document(conn, tenant_id, document_id)
                 .await?
                 .ok_or(ActionError::NotFound)?;
+            // The row is locked: the version seen here is the one the UPDATE guards.
+            if !if_match.admits(current.row_version) {
+                return Err(ActionError::VersionMismatch);
+            }
             if current.trashed_at.is_none() {
                 return Err(ActionError::conflict(
                     "document_not_trashed",
@@ -180,9 +219,9 @@ pub async fn restore(
                 "the document was restored",
             )
             .await?;
-            documents::restore_document(conn, tenant_id, document_id)
+            documents::restore_document(conn, tenant_id, document_id, if_match)
                 .await?
-                .ok_or(ActionError::NotFound)
+                .ok_or(ActionError::VersionMismatch)
         })
         .await?;
     tracing::info!(%document_id, %tenant_id, "document restored");
@@ -412,15 +451,37 @@ pub async fn edit(
     edit: &DocumentEdit,
     label_edit: &LabelEdit,
 ) -> Result<Edited, ActionError> {
+    edit_if(conn, caller, document_id, edit, label_edit, &IfMatch::Any).await
+}
+
+/// `edit` of a document at a version `if_match` admits (`If-Match`), else
+/// `VersionMismatch` and nothing changes; the guard is in the edit's UPDATE, so of two
+/// edits made from the same version exactly one applies.
+pub async fn edit_if(
+    conn: &mut AsyncPgConnection,
+    caller: &DocumentCaller,
+    document_id: Uuid,
+    edit: &DocumentEdit,
+    label_edit: &LabelEdit,
+    if_match: &IfMatch,
+) -> Result<Edited, ActionError> {
     let tenant_id = caller.tenant_id;
     conn.transaction::<_, ActionError, _>(async |conn| {
         hold(conn, &caller.tenant_write()).await?;
         let before = documents::find_document(conn, tenant_id, document_id)
             .await?
             .ok_or(ActionError::NotFound)?;
-        let after = documents::edit_document(conn, tenant_id, document_id, edit)
-            .await?
-            .ok_or(ActionError::NotFound)?;
+        let labels_change = label_edit.tags.is_some() || label_edit.correspondent.is_some();
+        let Some(edited) =
+            documents::edit_document(conn, tenant_id, document_id, edit, labels_change, if_match)
+                .await?
+        else {
+            // Trashed meanwhile (missing), or changed since the caller read it.
+            return match documents::find_document(conn, tenant_id, document_id).await? {
+                Some(_) => Err(ActionError::VersionMismatch),
+                None => Err(ActionError::NotFound),
+            };
+        };
         if let Some(tags) = &label_edit.tags {
             labels::set_document_tags(conn, tenant_id, document_id, tags).await?;
         }
@@ -431,7 +492,8 @@ pub async fn edit(
         // Title, tags and correspondent are searchable at once, text or no text.
         analysis::reindex(conn, document_id).await?;
         let mut job = None;
-        if let (true, Some(version_id)) = (after.title != before.title, after.current_version_id) {
+        if let (true, Some(version_id)) = (edited.title != before.title, edited.current_version_id)
+        {
             let analyze = AnalyzeDocument {
                 document_id,
                 document_version_id: version_id,
@@ -445,6 +507,10 @@ pub async fn edit(
             );
             job = jobs::enqueue_or_active(conn, &analyze).await?;
         }
+        // Read again: a new correspondent bumped the row version once more.
+        let after = documents::find_document(conn, tenant_id, document_id)
+            .await?
+            .unwrap_or(edited);
         let version = documents::current_version(conn, &after).await?;
         let mut found = labels::labels_of(conn, tenant_id, &[document_id]).await?;
         Ok(Edited {

@@ -7,14 +7,17 @@
 //! rows or an [`ActionError`] that says why it was refused, in words safe for a client.
 
 pub mod documents;
+pub mod idempotency;
 pub mod jobs;
 pub mod members;
 pub mod ops_sessions;
 pub mod scheduling;
 pub mod scrub;
+pub mod settings;
 pub mod storage_migration;
 pub mod tenants;
 pub mod trash;
+pub mod webhooks;
 
 use diesel_async::AsyncPgConnection;
 
@@ -39,6 +42,10 @@ pub enum ActionError {
         /// `current_status`, or the `existing_document_id` of a duplicate.
         extension: Option<(&'static str, String)>,
     },
+    /// The write names a version of the row (`If-Match`) that is not the current one:
+    /// someone changed it since the caller read it; nothing was written.
+    #[error("the document changed since it was read; read it again")]
+    VersionMismatch,
     /// The request itself is not acceptable.
     #[error("{detail}")]
     Invalid { code: &'static str, detail: String },

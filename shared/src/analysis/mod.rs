@@ -1,17 +1,22 @@
 //! The analyze pipeline's content steps, after the integrity check: GenerateThumbnails,
-//! ExtractText (text layer, then OCR) and DetermineIssuedAt, on a verified local copy of
-//! the stored file. External tools run through `tools` with limits, in a sandbox; images
-//! are decoded in process within a memory budget (`raster`). IndexDocument is the handler's
-//! (it writes in the job's transaction).
+//! ExtractText (text layer, then OCR of scans turned upright and straightened, with their
+//! searchable archive copy) and DetermineIssuedAt, on a verified local copy of the stored
+//! file. External tools run through `tools` with limits, in a sandbox; images are decoded
+//! in process within a memory budget (`raster`). IndexDocument is the handler's (it writes
+//! in the job's transaction).
 
+mod archive;
 pub mod dates;
+mod osd;
 mod pdf_guard;
 mod raster;
 mod sandbox;
+mod scan;
 mod text;
 pub mod text_page;
 mod thumbnail;
 pub mod tools;
+mod upright;
 
 /// The entry points of the fuzz targets in `fuzz/` (not an API: nothing else calls
 /// them). Re-exports only: the targets run the very code the pipeline runs.
@@ -20,7 +25,7 @@ pub mod fuzzing {
     pub use super::pdf_guard::check as pdf_guard_check;
 }
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::AnalysisSettings;
@@ -32,10 +37,20 @@ use tools::{Confinement, ToolError, ToolLimits};
 /// What the content steps found.
 #[derive(Debug, Clone)]
 pub struct Analysis {
-    /// PNG, at most `thumbnail_width` wide.
+    /// PNG, at most `thumbnail_width` wide; upright for a scan.
     pub thumbnail: Vec<u8>,
     pub text: String,
     pub issued_at: Option<Date>,
+    /// A scan's searchable archive copy (a PDF of its pages upright with their text
+    /// invisible over them), a file in the work folder; none for a text document or PDF.
+    pub archive: Option<PathBuf>,
+}
+
+/// What one kind of file gave, before the text is cleaned and dated.
+struct Found {
+    thumbnail: Vec<u8>,
+    text: String,
+    archive: Option<PathBuf>,
 }
 
 /// Why a file could not be analyzed. All but the last two are the file's own fault and
@@ -117,6 +132,9 @@ fn kind_of(content_type: &str) -> Kind {
 
 pub struct Analyzer {
     settings: AnalysisSettings,
+    /// How dates are read: the configuration's defaults unless `reading_dates` says
+    /// the tenant's.
+    dates: dates::DateReading,
 }
 
 pub(super) const MIB: u64 = 1024 * 1024;
@@ -125,7 +143,16 @@ const MIN_TEXT_LAYER_CHARS: usize = 16;
 
 impl Analyzer {
     pub fn new(settings: AnalysisSettings) -> Self {
-        Self { settings }
+        let dates = dates::DateReading::new(&settings.date_languages, settings.date_order);
+        Self { settings, dates }
+    }
+
+    /// Reads dates as `reading` says (the tenant's languages and order).
+    pub fn reading_dates(self, reading: dates::DateReading) -> Self {
+        Self {
+            dates: reading,
+            ..self
+        }
     }
 
     pub(super) fn limits(&self, max_output_bytes: usize) -> ToolLimits {
@@ -153,24 +180,25 @@ impl Analyzer {
         content_type: &str,
         work: &Path,
     ) -> Result<Analysis, AnalysisError> {
-        let (thumbnail, text) = match kind_of(content_type) {
+        let found = match kind_of(content_type) {
             Kind::Pdf => self.pdf(source, work).await?,
             Kind::Image => self.image(source, work).await?,
             Kind::Text => self.text(source, text_encoding(content_type), work).await?,
         };
-        let text: String = clean_text(&text)
+        let text: String = clean_text(&found.text)
             .take(self.settings.max_text_chars)
             .collect();
         let today = OffsetDateTime::now_utc().date();
-        let issued_at = dates::detect_issued_at(&text, self.settings.date_order, today);
+        let issued_at = dates::detect_issued_at(&text, self.dates, today);
         Ok(Analysis {
-            thumbnail,
+            thumbnail: found.thumbnail,
             text,
             issued_at,
+            archive: found.archive,
         })
     }
 
-    async fn pdf(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
+    async fn pdf(&self, source: &Path, work: &Path) -> Result<Found, AnalysisError> {
         let bytes = tokio::fs::read(source).await?;
         let limit = self.settings.max_pdf_inflated_mb * MIB;
         match blocking(move || pdf_guard::check(&bytes, limit)).await? {
@@ -180,22 +208,16 @@ impl Analyzer {
         }
         let thumbnail = self.render_first_page(source, work).await?;
         let layer = self.pdf_text_layer(source, work).await?;
-        let text = if layer.trim().chars().count() >= MIN_TEXT_LAYER_CHARS {
-            layer
-        } else {
-            self.ocr_pdf(source, work).await?
-        };
-        Ok((thumbnail, text))
-    }
-
-    async fn image(&self, source: &Path, work: &Path) -> Result<(Vec<u8>, String), AnalysisError> {
-        let settings = self.settings.clone();
-        let gray = work.join("ocr.png");
-        let (source_path, gray_path) = (source.to_owned(), gray.clone());
-        let thumbnail =
-            blocking(move || raster::prepare(&source_path, &gray_path, &settings)).await??;
-        let text = self.ocr(&gray, work).await?;
-        Ok((thumbnail, text))
+        if layer.trim().chars().count() >= MIN_TEXT_LAYER_CHARS {
+            return Ok(Found {
+                thumbnail,
+                text: layer,
+                archive: None,
+            });
+        }
+        // pdftotext ends every page with a form feed, text or none.
+        let pages = layer.matches('\u{c}').count();
+        self.pdf_scan(source, work, thumbnail, pages).await
     }
 
     async fn text(
@@ -203,7 +225,7 @@ impl Analyzer {
         source: &Path,
         encoding: &'static Encoding,
         work: &Path,
-    ) -> Result<(Vec<u8>, String), AnalysisError> {
+    ) -> Result<Found, AnalysisError> {
         // The whole file, as before: the upload limit bounds it, and the text is cut
         // to `max_text_chars` after cleaning. Decoding is linear, on a blocking thread
         // for a file of megabytes.
@@ -212,7 +234,11 @@ impl Analyzer {
         let page = work.join("text.pdf");
         tokio::fs::write(&page, text_page::render(&text)).await?;
         let thumbnail = self.render_first_page(&page, work).await?;
-        Ok((thumbnail, text))
+        Ok(Found {
+            thumbnail,
+            text,
+            archive: None,
+        })
     }
 }
 

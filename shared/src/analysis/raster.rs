@@ -4,49 +4,84 @@
 //! allocation limit, and a PNG that does not is decoded row by row into a reduced image
 //! (a box filter over bands of rows), so no full-size buffer ever exists. Any other image
 //! over the budget is refused, `image_too_large`. No step makes a full-size copy beyond
-//! the one grey conversion the budget counts, and no float buffer: the thumbnail is the
-//! `image` crate's integer area sampling.
+//! the two the budget counts (the grey conversion, and the straightened page `upright`
+//! makes of it), and no float buffer: the thumbnail is the `image` crate's integer area
+//! sampling.
 
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
-use image::{DynamicImage, ImageBuffer, ImageDecoder, ImageFormat, Pixel};
+use image::{DynamicImage, ImageBuffer, ImageDecoder, ImageFormat, Pixel, Rgb, RgbImage};
 
 use crate::config::AnalysisSettings;
 
+use super::upright::Correction;
 use super::{AnalysisError, MIB};
 
 /// The largest reduction tried: past it an image is refused rather than averaged into mush.
 const MAX_FACTOR: u64 = 32;
 
-/// Writes the grayscale PNG that OCR reads to `gray` and returns the thumbnail: a PNG at
-/// most `thumbnail_width` wide, aspect kept.
-pub(super) fn prepare(
-    source: &Path,
-    gray: &Path,
-    settings: &AnalysisSettings,
-) -> Result<Vec<u8>, AnalysisError> {
+/// An image decoded within the budget: its pixels, `factor` times smaller each way than
+/// the file's (1: full size).
+pub(super) struct Decoded {
+    pub image: DynamicImage,
+    pub factor: u32,
+}
+
+/// Decodes `source` within `analysis.image_memory_budget_mb`: at full size when it fits,
+/// a PNG reduced while decoding when it does not, anything else refused.
+pub(super) fn decode(source: &Path, settings: &AnalysisSettings) -> Result<Decoded, AnalysisError> {
     let budget = settings.image_memory_budget_mb * MIB;
     let header = Header::read(source, settings)?;
-    let image = if header.cost(1) <= budget {
-        decode_full(source, settings, budget)?
-    } else if header.format == ImageFormat::Png {
-        let factor = (2..=MAX_FACTOR)
-            .find(|&factor| header.cost(factor) <= budget)
-            .ok_or(AnalysisError::ImageTooLarge)?;
-        decode_png_reduced(source, factor, budget)?
-    } else {
+    if header.cost(1) <= budget {
+        let image = decode_full(source, settings, budget)?;
+        return Ok(Decoded { image, factor: 1 });
+    }
+    if header.format != ImageFormat::Png {
         return Err(AnalysisError::ImageTooLarge);
-    };
-    let thumbnail = encode_thumbnail(&image, settings.thumbnail_width)?;
-    // OCR reads a grayscale PNG whatever the input format (WebP included); a grey image
-    // is not copied, any other is converted once (counted in the cost).
+    }
+    let factor = (2..=MAX_FACTOR)
+        .find(|&factor| header.cost(factor) <= budget)
+        .ok_or(AnalysisError::ImageTooLarge)?;
+    let image = decode_png_reduced(source, factor, budget)?;
+    Ok(Decoded {
+        image,
+        factor: u32::try_from(factor).map_err(|_| AnalysisError::ImageTooLarge)?,
+    })
+}
+
+/// The resolution an image of a page is taken to have, when its file does not say: its
+/// longer side is an A4 page's (11.7 in). It sets the archive copy's page size and
+/// tesseract's idea of the text's size.
+pub(super) fn assumed_dpi(width: u32, height: u32) -> u32 {
+    let dpi = (f64::from(width.max(height)) / 11.69).round() as u32;
+    dpi.clamp(72, 1200)
+}
+
+/// The start of a thumbnail, before the page is turned upright: the image scaled so that
+/// its shorter side is at most `width`, so that turned either way it still makes a
+/// thumbnail `width` wide (an image narrower than that is kept as it is). RGB, small.
+pub(super) fn thumbnail_source(image: &DynamicImage, width: u32) -> RgbImage {
+    let shorter = image.width().min(image.height());
+    if shorter <= width {
+        return image.to_rgb8();
+    }
+    let scale = f64::from(width) / f64::from(shorter);
+    let side = |length: u32| ((f64::from(length) * scale).round() as u32).max(1);
     image
-        .into_luma8()
-        .save_with_format(gray, ImageFormat::Png)
-        .map_err(|_| AnalysisError::ImageUnreadable)?;
-    Ok(thumbnail)
+        .thumbnail(side(image.width()), side(image.height()))
+        .into_rgb8()
+}
+
+/// The thumbnail of a page made upright by `correction`: a PNG at most `width` wide.
+pub(super) fn upright_thumbnail(
+    source: RgbImage,
+    correction: &Correction,
+    width: u32,
+) -> Result<Vec<u8>, AnalysisError> {
+    let upright = correction.apply(source, Rgb([255, 255, 255]));
+    encode_thumbnail(&DynamicImage::ImageRgb8(upright), width)
 }
 
 /// What the header declares, read before any pixel is decoded.
@@ -92,16 +127,21 @@ impl Header {
 
     /// The bytes held at the peak of preparing the image reduced by `factor` (1: full
     /// size): the decoded image, its grey copy unless it is grey already, and when
-    /// reduced, the band of source rows and the decoder's two rows.
+    /// reduced, the band of source rows and the decoder's two rows; or, once only the
+    /// grey image is left, it and the straightened copy a skew's rotation makes
+    /// (`upright`), whichever is more.
     fn cost(&self, factor: u64) -> u64 {
         let pixels = self.width.div_ceil(factor) * self.height.div_ceil(factor);
-        if factor == 1 {
+        let straightening = 2 * pixels;
+        let decoding = if factor == 1 {
             let grey_copy = if self.grey { 0 } else { pixels };
-            return pixels * self.decoded_pixel + grey_copy;
-        }
-        let grey_copy = if self.reduced_pixel == 1 { 0 } else { pixels };
-        let rows = self.width * 8 * (factor + 2);
-        pixels * self.reduced_pixel + grey_copy + rows
+            pixels * self.decoded_pixel + grey_copy
+        } else {
+            let grey_copy = if self.reduced_pixel == 1 { 0 } else { pixels };
+            let rows = self.width * 8 * (factor + 2);
+            pixels * self.reduced_pixel + grey_copy + rows
+        };
+        decoding.max(straightening)
     }
 }
 
@@ -237,6 +277,20 @@ mod tests {
         crate::test_support::test_settings(&[]).analysis
     }
 
+    /// What the pipeline makes of an image it does not turn: its thumbnail and its grey page.
+    fn prepare(
+        source: &Path,
+        settings: &AnalysisSettings,
+    ) -> Result<(Vec<u8>, image::GrayImage), AnalysisError> {
+        let decoded = decode(source, settings)?;
+        let thumbnail = upright_thumbnail(
+            thumbnail_source(&decoded.image, settings.thumbnail_width),
+            &Correction::default(),
+            settings.thumbnail_width,
+        )?;
+        Ok((thumbnail, decoded.image.into_luma8()))
+    }
+
     fn write(dir: &tempfile::TempDir, name: &str, image: &DynamicImage) -> std::path::PathBuf {
         let path = dir.path().join(name);
         image
@@ -253,25 +307,31 @@ mod tests {
     #[test]
     fn wide_images_shrink_to_the_width_and_keep_their_aspect() {
         let dir = tempfile::tempdir().expect("dir");
-        let gray = dir.path().join("gray.png");
         let wide = write(&dir, "wide.png", &DynamicImage::new_rgb8(1600, 800));
-        let thumbnail = prepare(&wide, &gray, &settings()).expect("prepare");
+        let (thumbnail, gray) = prepare(&wide, &settings()).expect("prepare");
         assert_eq!(size(&thumbnail), (400, 200));
-        assert_eq!(
-            image::open(&gray).expect("gray").color(),
-            image::ColorType::L8
-        );
+        assert_eq!(gray.dimensions(), (1600, 800));
         let narrow = write(&dir, "narrow.png", &DynamicImage::new_rgb8(100, 300));
         assert_eq!(
-            size(&prepare(&narrow, &gray, &settings()).expect("png")),
+            size(&prepare(&narrow, &settings()).expect("png").0),
             (100, 300)
         );
+        // A tall page keeps a thumbnail as wide as before, however it is turned.
+        let tall = write(&dir, "tall.png", &DynamicImage::new_rgb8(1000, 3000));
+        let source = thumbnail_source(&decode(&tall, &settings()).expect("decode").image, 400);
+        assert_eq!(source.dimensions(), (400, 1200));
+        let turned = Correction {
+            quarter_turns: 1,
+            skew_degrees: 0.0,
+        };
+        let (width, height) = size(&upright_thumbnail(source, &turned, 400).expect("png"));
+        assert_eq!(width, 400);
+        assert!((133..=134).contains(&height), "{height}");
     }
 
     #[test]
     fn a_png_over_the_budget_is_reduced_while_decoding_and_keeps_its_picture() {
         let dir = tempfile::tempdir().expect("dir");
-        let gray = dir.path().join("gray.png");
         // 1200 × 1200 RGB: 4.3 MB decoded and 1.4 MB grey, over a 2 MB budget.
         let mut picture = image::RgbImage::new(1200, 1200);
         for (x, _, pixel) in picture.enumerate_pixels_mut() {
@@ -284,9 +344,8 @@ mod tests {
         let source = write(&dir, "big.png", &DynamicImage::ImageRgb8(picture));
         let mut tight = settings();
         tight.image_memory_budget_mb = 2;
-        let thumbnail = prepare(&source, &gray, &tight).expect("reduced, not refused");
+        let (thumbnail, reduced) = prepare(&source, &tight).expect("reduced, not refused");
         assert_eq!(size(&thumbnail), (400, 400));
-        let reduced = image::open(&gray).expect("gray").into_luma8();
         assert!(
             reduced.width() < 1200 && reduced.width() >= 400,
             "{}",
@@ -303,18 +362,17 @@ mod tests {
     #[test]
     fn the_limits_refuse_before_decoding() {
         let dir = tempfile::tempdir().expect("dir");
-        let gray = dir.path().join("gray.png");
         let mut tight = settings();
         tight.max_image_dimension = 1000;
         let wide = write(&dir, "wide.png", &DynamicImage::new_luma8(1001, 10));
         assert!(matches!(
-            prepare(&wide, &gray, &tight),
+            prepare(&wide, &tight),
             Err(AnalysisError::ImageTooLarge)
         ));
         let junk = dir.path().join("junk.png");
         std::fs::write(&junk, b"not an image at all").expect("write");
         assert!(matches!(
-            prepare(&junk, &gray, &tight),
+            prepare(&junk, &tight),
             Err(AnalysisError::ImageUnreadable)
         ));
         // A JPEG over the budget cannot be reduced while decoding: refused for good.
@@ -325,7 +383,7 @@ mod tests {
         let mut small = settings();
         small.image_memory_budget_mb = 1;
         assert!(matches!(
-            prepare(&jpeg, &gray, &small),
+            prepare(&jpeg, &small),
             Err(AnalysisError::ImageTooLarge)
         ));
     }

@@ -1,4 +1,5 @@
-//! Assets of a document version: its thumbnail and its extracted text. Keyed by version
+//! Assets of a document version: its thumbnail, its extracted text and, for a scan, its
+//! searchable archive copy (a PDF with a text layer). Keyed by version
 //! and kind, so a re-run of the pipeline replaces a row instead of adding one. Each run
 //! stores its objects under keys of its own attempt; the row names the current one.
 
@@ -18,6 +19,7 @@ text_state!(
     AssetKind {
         Thumbnail => "thumbnail",
         Text => "text",
+        Archive => "archive",
     }
 );
 

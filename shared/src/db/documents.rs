@@ -2,6 +2,7 @@
 //! simply not found.
 
 use diesel::prelude::*;
+use diesel::sql_types::Bool;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use time::{Date, OffsetDateTime};
 use uuid::Uuid;
@@ -26,6 +27,37 @@ pub struct Document {
     pub updated_at: OffsetDateTime,
     pub issued_at_set_by_user: bool,
     pub correspondent_id: Option<Uuid>,
+    /// Bumped by every statement that changes what a view of the document shows (a
+    /// trigger, see migration `2026-12-01-000110`): the document's ETag.
+    pub row_version: i64,
+}
+
+/// Which versions of a document a write accepts (`If-Match`): any (no header, or `*`),
+/// or one of these row versions (an empty list, from tags that are none of ours, matches
+/// none). Guarded writes compare it in their own UPDATE, never in a read before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum IfMatch {
+    #[default]
+    Any,
+    OneOf(Vec<i64>),
+}
+
+impl IfMatch {
+    /// Whether a document at `row_version` may be written.
+    pub fn admits(&self, row_version: i64) -> bool {
+        match self {
+            Self::Any => true,
+            Self::OneOf(versions) => versions.contains(&row_version),
+        }
+    }
+
+    /// The guard as SQL binds: (any version, the accepted versions).
+    fn binds(&self) -> (bool, Vec<i64>) {
+        match self {
+            Self::Any => (true, Vec::new()),
+            Self::OneOf(versions) => (false, versions.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Queryable, Selectable, Insertable)]
@@ -134,16 +166,24 @@ pub async fn mark_document_failed(
     Ok(updated == 1)
 }
 
-/// Sets `trashed_at` on a live document of this tenant; `None` when there is none.
+/// Sets `trashed_at` on a live document of this tenant at a version `if_match` admits;
+/// `None` when there is none.
 pub async fn trash_document(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     id: Uuid,
+    if_match: &IfMatch,
 ) -> Result<Option<Document>, DbError> {
+    let (any_version, versions) = if_match.binds();
     Ok(diesel::update(documents::table)
         .filter(documents::id.eq(id))
         .filter(documents::tenant_id.eq(tenant_id))
         .filter(documents::trashed_at.is_null())
+        .filter(
+            documents::row_version
+                .eq_any(versions)
+                .or(any_version.into_sql::<Bool>()),
+        )
         .set((
             documents::trashed_at.eq(diesel::dsl::now),
             documents::updated_at.eq(diesel::dsl::now),
@@ -154,16 +194,24 @@ pub async fn trash_document(
         .optional()?)
 }
 
-/// Clears `trashed_at` on a trashed document of this tenant; `None` when there is none.
+/// Clears `trashed_at` on a trashed document of this tenant at a version `if_match`
+/// admits; `None` when there is none.
 pub async fn restore_document(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     id: Uuid,
+    if_match: &IfMatch,
 ) -> Result<Option<Document>, DbError> {
+    let (any_version, versions) = if_match.binds();
     Ok(diesel::update(documents::table)
         .filter(documents::id.eq(id))
         .filter(documents::tenant_id.eq(tenant_id))
         .filter(documents::trashed_at.is_not_null())
+        .filter(
+            documents::row_version
+                .eq_any(versions)
+                .or(any_version.into_sql::<Bool>()),
+        )
         .set((
             documents::trashed_at.eq(None::<OffsetDateTime>),
             documents::updated_at.eq(diesel::dsl::now),
@@ -296,13 +344,18 @@ pub struct DocumentEdit {
     pub issued_at: Option<Option<Date>>,
 }
 
-/// Applies an edit to a live document of this tenant; a date set here is the user's and
-/// date detection never overwrites it.
+/// Applies an edit to a live document of this tenant at a version `if_match` admits; a
+/// date set here is the user's and date detection never overwrites it. `labels_change`:
+/// the caller changes the tags or correspondent in the same transaction, which changes
+/// the document's view too, so the row version is bumped even without a field here.
+/// `None` when there is no such document at such a version (nothing was written).
 pub async fn edit_document(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     id: Uuid,
     edit: &DocumentEdit,
+    labels_change: bool,
+    if_match: &IfMatch,
 ) -> Result<Option<Document>, DbError> {
     #[derive(AsChangeset)]
     #[diesel(table_name = documents)]
@@ -316,11 +369,17 @@ pub async fn edit_document(
         issued_at: edit.issued_at,
         issued_at_set_by_user: edit.issued_at.map(|_| true),
     };
+    let (any_version, versions) = if_match.binds();
     let target = documents::table
         .filter(documents::id.eq(id))
         .filter(documents::tenant_id.eq(tenant_id))
-        .filter(documents::trashed_at.is_null());
-    if edit.title.is_none() && edit.issued_at.is_none() {
+        .filter(documents::trashed_at.is_null())
+        .filter(
+            documents::row_version
+                .eq_any(versions)
+                .or(any_version.into_sql::<Bool>()),
+        );
+    if edit.title.is_none() && edit.issued_at.is_none() && !labels_change {
         return Ok(target
             .select(Document::as_select())
             .first(conn)
@@ -328,7 +387,11 @@ pub async fn edit_document(
             .optional()?);
     }
     Ok(diesel::update(target)
-        .set((changes, documents::updated_at.eq(diesel::dsl::now)))
+        .set((
+            changes,
+            documents::updated_at.eq(diesel::dsl::now),
+            documents::row_version.eq(documents::row_version + 1),
+        ))
         .returning(Document::as_returning())
         .get_result(conn)
         .await

@@ -230,6 +230,7 @@ fn stored_document(new: &NewDocument, at: OffsetDateTime) -> Document {
         updated_at: at,
         issued_at_set_by_user: false,
         correspondent_id: None,
+        row_version: 1,
     }
 }
 

@@ -74,6 +74,21 @@ struct Expired {
     max_attempts: i32,
 }
 
+/// A job the rescuer failed for good.
+#[derive(QueryableByName)]
+struct LostJob {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Nullable<SqlUuid>)]
+    document_id: Option<Uuid>,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    job_type: String,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    document_failed: bool,
+}
+
 /// What one rescue pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Rescued {
@@ -136,33 +151,55 @@ pub async fn rescue_expired_leases(
     } else {
         let ids: Vec<Uuid> = spent.iter().map(|job| job.id).collect();
         let attempts: Vec<i32> = spent.iter().map(|job| job.attempts).collect();
-        diesel::sql_query(
-            "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::int4[]) AS s(id, attempts)), \
-             job AS ( \
-                 UPDATE processing_jobs AS j \
-                 SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
-                     error_code = 'worker_lost', \
-                     error_message = 'the job stopped its worker on every attempt', updated_at = now() \
-                 FROM seen \
-                 WHERE j.id = seen.id AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
-                   AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts \
-                 RETURNING j.id, j.tenant_id, j.document_id, j.job_type), \
-             document AS ( \
-                 UPDATE documents AS d \
-                 SET status = 'FAILED', processing_error = 'processing this document kept failing', \
-                     updated_at = now() \
-                 FROM job \
-                 WHERE d.id = job.document_id AND d.tenant_id = job.tenant_id \
-                   AND job.job_type = ANY($3) \
-                 RETURNING d.id) \
-             SELECT count(*) AS count FROM job",
-        )
-        .bind::<Array<SqlUuid>, _>(ids)
-        .bind::<Array<Int4>, _>(attempts)
-        .bind::<Array<diesel::sql_types::Text>, _>(crate::jobs::document_status_owners())
-        .get_result::<Count>(conn)
+        // One transaction: the failures and their announcements commit together.
+        conn.transaction::<_, DbError, _>(async |conn| {
+            let failed: Vec<LostJob> = diesel::sql_query(
+                "WITH seen AS (SELECT * FROM unnest($1::uuid[], $2::int4[]) AS s(id, attempts)), \
+                 job AS ( \
+                     UPDATE processing_jobs AS j \
+                     SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
+                         error_code = 'worker_lost', \
+                         error_message = 'the job stopped its worker on every attempt', updated_at = now() \
+                     FROM seen \
+                     WHERE j.id = seen.id AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
+                       AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts \
+                     RETURNING j.id, j.tenant_id, j.document_id, j.job_type), \
+                 document AS ( \
+                     UPDATE documents AS d \
+                     SET status = 'FAILED', processing_error = 'processing this document kept failing', \
+                         updated_at = now() \
+                     FROM job \
+                     WHERE d.id = job.document_id AND d.tenant_id = job.tenant_id \
+                       AND job.job_type = ANY($3) \
+                     RETURNING d.id) \
+                 SELECT job.id, job.tenant_id, job.document_id, job.job_type, \
+                     EXISTS (SELECT 1 FROM document WHERE document.id = job.document_id) AS document_failed \
+                 FROM job",
+            )
+            .bind::<Array<SqlUuid>, _>(ids)
+            .bind::<Array<Int4>, _>(attempts)
+            .bind::<Array<diesel::sql_types::Text>, _>(crate::jobs::document_status_owners())
+            .load(conn)
+            .await?;
+            for job in &failed {
+                const CODE: &str = "worker_lost";
+                crate::events::job_failed(
+                    conn,
+                    job.tenant_id,
+                    job.id,
+                    &job.job_type,
+                    job.document_id,
+                    CODE,
+                )
+                .await?;
+                if let (true, Some(document_id)) = (job.document_failed, job.document_id) {
+                    crate::events::document_failed(conn, job.tenant_id, document_id, job.id, CODE)
+                        .await?;
+                }
+            }
+            Ok(i64::try_from(failed.len()).unwrap_or(i64::MAX))
+        })
         .await?
-        .count
     };
     Ok(Rescued {
         requeued: usize::try_from(requeued).unwrap_or(0),
@@ -258,6 +295,8 @@ pub struct Retention {
     pub events: Duration,
     pub finished_jobs: Duration,
     pub failed_jobs: Duration,
+    /// The tenant event log (`[events] retention_hours`).
+    pub tenant_events: Duration,
     pub batch: i64,
 }
 
@@ -267,11 +306,15 @@ pub struct Pruned {
     pub jobs: usize,
     /// Expired dashboard sessions (they open nothing already; this only frees rows).
     pub sessions: usize,
+    /// Expired idempotency keys (their next use takes them over anyway).
+    pub idempotency_keys: usize,
+    /// Tenant events past the event retention (`db::event_stream::prune`).
+    pub tenant_events: usize,
 }
 
 /// Deletes old delivered or cancelled events that no active job still depends on, then
 /// old finished jobs with their events (`FAILED` ones are kept longer), then expired
-/// dashboard sessions. Batched.
+/// dashboard sessions and idempotency keys, then old tenant events. Batched.
 pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Result<Pruned, DbError> {
     let events = diesel::sql_query(
         "WITH doomed AS ( \
@@ -307,9 +350,14 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
     .await?
     .count;
     let sessions = super::ops_sessions::prune_expired(conn, retention.batch).await?;
+    let idempotency_keys = super::idempotency::prune_expired(conn, retention.batch).await?;
+    let tenant_events =
+        super::event_stream::prune(conn, retention.tenant_events, retention.batch).await?;
     Ok(Pruned {
         events: usize::try_from(events).unwrap_or(0),
         jobs: usize::try_from(jobs).unwrap_or(0),
         sessions,
+        idempotency_keys,
+        tenant_events,
     })
 }

@@ -4,8 +4,11 @@
 pub mod analysis;
 pub mod assets;
 pub mod connect;
+pub mod date_settings;
 pub mod documents;
 pub mod enqueue_budget;
+pub mod event_stream;
+pub mod idempotency;
 pub mod intake;
 pub mod jobs;
 pub mod labels;
@@ -28,6 +31,7 @@ pub mod storage_gc;
 pub mod tenant_data;
 pub mod tenant_events;
 pub mod tenants;
+pub mod webhooks;
 pub mod workers;
 
 use std::time::Duration;
@@ -181,11 +185,15 @@ pub struct SessionMode {
     pub plans: PlanMode,
     /// `statement_timeout` in milliseconds; 0 for none.
     pub statement_timeout_ms: u64,
+    /// `idle_in_transaction_session_timeout` in milliseconds; 0 for none.
+    pub idle_in_transaction_timeout_ms: u64,
 }
 
 impl SessionMode {
     /// The settings of `kind`, its statement timeout from `settings`
-    /// (`database.statement_timeout_ms`).
+    /// (`database.statement_timeout_ms`), and for the services' sessions the idle
+    /// transaction timeout (`database.idle_in_transaction_timeout_ms`). `quire-admin`,
+    /// the bench and the tests may hold a transaction open on purpose: none for them.
     pub fn of(kind: SessionKind, settings: &DatabaseSettings) -> Self {
         let timeouts = &settings.statement_timeout_ms;
         let (commit, plans, statement_timeout_ms) = match kind {
@@ -196,20 +204,28 @@ impl SessionMode {
             }
             SessionKind::Admin => (CommitMode::Durable, PlanMode::Default, timeouts.admin),
         };
+        let idle_in_transaction_timeout_ms = match kind {
+            SessionKind::Admin => 0,
+            _ => settings.idle_in_transaction_timeout_ms,
+        };
         Self {
             commit,
             plans,
             statement_timeout_ms,
+            idle_in_transaction_timeout_ms,
         }
     }
 
-    /// The `SET` statements a new connection runs. The timeout is always set, 0
+    /// The `SET` statements a new connection runs. The timeouts are always set, 0
     /// included, so a server-wide default never stands in for the configured one.
     fn setup_sql(self) -> String {
-        let mut statements = vec![format!(
-            "SET statement_timeout = {}",
-            self.statement_timeout_ms
-        )];
+        let mut statements = vec![
+            format!("SET statement_timeout = {}", self.statement_timeout_ms),
+            format!(
+                "SET idle_in_transaction_session_timeout = {}",
+                self.idle_in_transaction_timeout_ms
+            ),
+        ];
         if self.commit == CommitMode::Relaxed {
             statements.push("SET synchronous_commit = off".to_owned());
         }

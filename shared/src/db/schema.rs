@@ -14,6 +14,8 @@ diesel::table! {
         processing_paused_at -> Nullable<Timestamptz>,
         enqueue_rate_per_second -> Nullable<Int4>,
         enqueue_burst -> Nullable<Int4>,
+        date_languages -> Nullable<Array<Text>>,
+        date_order -> Nullable<Text>,
     }
 }
 
@@ -48,6 +50,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         content_text -> Nullable<Text>,
+        row_version -> Int8,
     }
 }
 
@@ -261,11 +264,71 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_subscriptions (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        url -> Text,
+        secret -> Text,
+        event_types -> Array<Text>,
+        enabled -> Bool,
+        disabled_reason -> Nullable<Text>,
+        disabled_at -> Nullable<Timestamptz>,
+        consecutive_failures -> Int4,
+        failing_since -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    webhook_deliveries (id) {
+        id -> Uuid,
+        tenant_id -> Uuid,
+        subscription_id -> Uuid,
+        event_id -> Int8,
+        message_id -> Uuid,
+        event_type -> Text,
+        status -> Text,
+        attempts -> Int4,
+        last_attempt_at -> Nullable<Timestamptz>,
+        response_status -> Nullable<Int4>,
+        response_body -> Nullable<Text>,
+        last_error -> Nullable<Text>,
+        delivered_at -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    idempotency_keys (scope, key) {
+        scope -> Text,
+        key -> Text,
+        tenant_id -> Nullable<Uuid>,
+        request_digest -> Bytea,
+        status -> Nullable<Int2>,
+        headers -> Nullable<Jsonb>,
+        body -> Nullable<Bytea>,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    tenant_event_horizons (tenant_id) {
+        tenant_id -> Uuid,
+        txid -> Int8,
+        id -> Int8,
+        pruned_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(documents -> tenants (tenant_id));
 diesel::joinable!(document_tags -> tags (tag_id));
 diesel::joinable!(document_tags -> documents (document_id));
 diesel::joinable!(document_versions -> documents (document_id));
 diesel::joinable!(outbox_events -> processing_jobs (job_id));
+diesel::joinable!(webhook_deliveries -> webhook_subscriptions (subscription_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     tenants,
@@ -288,4 +351,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     storage_gc_cursor,
     schedules,
     tenant_events,
+    webhook_subscriptions,
+    webhook_deliveries,
+    idempotency_keys,
+    tenant_event_horizons,
 );

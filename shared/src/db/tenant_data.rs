@@ -23,7 +23,8 @@ async fn run_all(
 }
 
 /// Documents, versions, assets, tags, correspondents and their links (the search text
-/// and vector live on the document rows, so they go with them).
+/// and vector live on the document rows, so they go with them), and the stored answers
+/// of the tenant's idempotency keys (they show those documents and members).
 pub async fn delete_documents(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -32,6 +33,7 @@ pub async fn delete_documents(
         conn,
         tenant_id,
         &[
+            "DELETE FROM idempotency_keys WHERE tenant_id = $1",
             "DELETE FROM assets WHERE tenant_id = $1",
             "DELETE FROM document_tags WHERE tenant_id = $1",
             "UPDATE documents SET current_version_id = NULL, correspondent_id = NULL \
@@ -45,7 +47,8 @@ pub async fn delete_documents(
     .await
 }
 
-/// Members and capability sets.
+/// Members, capability sets and webhook subscriptions (with their deliveries): whoever
+/// the tenant let in, and wherever it had its events sent.
 pub async fn delete_membership(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
@@ -56,6 +59,8 @@ pub async fn delete_membership(
         &[
             "DELETE FROM tenant_members WHERE tenant_id = $1",
             "DELETE FROM capability_sets WHERE tenant_id = $1",
+            "DELETE FROM webhook_deliveries WHERE tenant_id = $1",
+            "DELETE FROM webhook_subscriptions WHERE tenant_id = $1",
         ],
     )
     .await

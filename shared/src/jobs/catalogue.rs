@@ -84,6 +84,9 @@ pub fn render_markdown() -> String {
         let retry = match spec.retry {
             RetryClass::Backoff => "backoff, up to `jobs.max_attempts`",
             RetryClass::ShortLived => "backoff, at most 3 attempts",
+            RetryClass::Webhook => {
+                "`webhooks.retry_backoff_*`, at most 20 attempts within `webhooks.retry_for_seconds`"
+            }
         };
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {} | {} s | {} |\n",

@@ -43,7 +43,14 @@ pub enum RetryClass {
     Backoff,
     /// At most three attempts: the signed request it carries expires within minutes.
     ShortLived,
+    /// Webhook deliveries: their own backoff (`webhooks.retry_backoff_*`), at most
+    /// [`WEBHOOK_MAX_ATTEMPTS`] attempts, and none later than `webhooks.retry_for_seconds`
+    /// after the delivery was made (the handler ends it then): up to a day by default.
+    Webhook,
 }
+
+/// Attempts a webhook delivery gets at most (see [`RetryClass::Webhook`]).
+pub const WEBHOOK_MAX_ATTEMPTS: i32 = 20;
 
 impl RetryClass {
     /// Attempts a job of this class gets, given the configured default.
@@ -51,6 +58,7 @@ impl RetryClass {
         match self {
             Self::Backoff => configured,
             Self::ShortLived => configured.min(3),
+            Self::Webhook => WEBHOOK_MAX_ATTEMPTS,
         }
     }
 }

@@ -28,6 +28,7 @@ async fn session_encrypted(url: &str) -> Result<bool, String> {
             dispatcher: 0,
             admin: 0,
         },
+        idle_in_transaction_timeout_ms: 0,
     };
     let pool = db::build_pool(&settings).map_err(|error| error.to_string())?;
     let mut conn = pool.get().await.map_err(|error| error.to_string())?;

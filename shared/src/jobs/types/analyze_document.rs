@@ -1,4 +1,5 @@
-//! `analyze-document`: VerifyIntegrity → GenerateThumbnails → ExtractText →
+//! `analyze-document`: VerifyIntegrity → GenerateThumbnails → ExtractText (a scan turned
+//! upright, straightened, read, and laid into its searchable archive copy) →
 //! DetermineIssuedAt → IndexDocument. The document is `PROCESSING` from the start of a
 //! run, `READY` with the job's success, `FAILED` with a safe error when the file cannot
 //! be analyzed. Every write is fenced by the job's claim: each object write checks the
@@ -7,6 +8,7 @@
 //! them). Objects of a run that lost its fence are deleted by the run, or left to the
 //! storage GC when the run was dropped (docs/decisions.md, "Fenced object writes").
 
+use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::actions::settings;
 use crate::analysis::{Analysis, AnalysisError, Analyzer};
 use crate::db::DbError;
 use crate::db::analysis::{self, Findings};
@@ -25,7 +28,7 @@ use crate::fault_points::{self, Point};
 use crate::integrity;
 use crate::jobs::{BackgroundJob, Description, JobContext, JobError};
 use crate::states::TenantStatus;
-use crate::storage::{Digested, StorageKey};
+use crate::storage::{ByteStream, Digested, StorageKey};
 
 /// Payload of `analyze-document`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +65,41 @@ impl RunObjects {
         kind: AssetKind,
         bytes: Vec<u8>,
     ) -> Result<(StorageKey, Digested), JobError> {
+        let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
+        self.put_stream(context, fence, version, kind, Box::pin(body))
+            .await
+    }
+
+    /// Stores one asset streamed from a file of the run's work folder (the archive copy,
+    /// as large as the scan's pages: never read whole into memory).
+    async fn put_file(
+        &mut self,
+        context: &JobContext,
+        fence: &Fence,
+        version: &DocumentVersion,
+        kind: AssetKind,
+        path: &Path,
+    ) -> Result<(StorageKey, Digested), JobError> {
+        let file = tokio::fs::File::open(path).await.map_err(|error| {
+            JobError::transient(
+                "worker_disk_unavailable",
+                "the worker cannot read its temporary files",
+                error,
+            )
+        })?;
+        let body = tokio_util::io::ReaderStream::new(file);
+        self.put_stream(context, fence, version, kind, Box::pin(body))
+            .await
+    }
+
+    async fn put_stream(
+        &mut self,
+        context: &JobContext,
+        fence: &Fence,
+        version: &DocumentVersion,
+        kind: AssetKind,
+        body: ByteStream<'_>,
+    ) -> Result<(StorageKey, Digested), JobError> {
         let key = StorageKey::attempt_asset(
             version.tenant_id,
             version.document_id,
@@ -69,10 +107,9 @@ impl RunObjects {
             kind,
             fence,
         );
-        let body = futures_util::stream::once(async move { Ok(bytes::Bytes::from(bytes)) });
         // Noted before the put: a put that fails half-way may still leave an object.
         self.written.push(key.clone());
-        let digest = context.put_fenced(fence, &key, Box::pin(body)).await?;
+        let digest = context.put_fenced(fence, &key, body).await?;
         Ok((key, digest))
     }
 
@@ -206,11 +243,17 @@ async fn store_and_index(
             found.text.clone().into_bytes(),
         )
         .await?;
-    fault_points::pass(Point::AnalysisBeforeIndex, version.document_id).await;
-    let stored = [
+    let mut stored = vec![
         (AssetKind::Thumbnail, thumbnail_key, thumbnail, "image/png"),
         (AssetKind::Text, text_key, text, "text/plain; charset=utf-8"),
     ];
+    if let Some(archive) = &found.archive {
+        let (archive_key, digest) = objects
+            .put_file(context, fence, version, AssetKind::Archive, archive)
+            .await?;
+        stored.push((AssetKind::Archive, archive_key, digest, "application/pdf"));
+    }
+    fault_points::pass(Point::AnalysisBeforeIndex, version.document_id).await;
     let mut conn = context.connection().await?;
     match index(&mut conn, fence, version, found, &stored).await {
         Ok(indexed) => Ok(indexed),
@@ -263,7 +306,7 @@ impl BackgroundJob for AnalyzeDocument {
             payload.document_version_id,
         )
         .await?;
-        {
+        let date_reading = {
             let mut conn = context.connection().await?;
             let started =
                 analysis::start_processing(&mut conn, &fence, job.tenant_id, payload.document_id)
@@ -275,7 +318,11 @@ impl BackgroundJob for AnalyzeDocument {
                     "the document is gone or in the trash",
                 ));
             }
-        }
+            // The tenant's date languages and order, as they are when the run starts.
+            settings::date_reading(&mut conn, job.tenant_id, &context.settings.analysis)
+                .await
+                .map_err(JobError::database)?
+        };
 
         let work = tempfile::tempdir().map_err(|error| {
             JobError::transient(
@@ -290,6 +337,7 @@ impl BackgroundJob for AnalyzeDocument {
             return Ok(());
         }
         let found = Analyzer::new(context.settings.analysis.clone())
+            .reading_dates(date_reading)
             .analyze(&source, &version.content_type, work.path())
             .await
             .map_err(analysis_error)?;
@@ -324,13 +372,25 @@ impl BackgroundJob for AnalyzeDocument {
         conn: &mut AsyncPgConnection,
         job: &Job,
     ) -> Result<(), DbError> {
-        analysis::mark_ready(
+        let ready = analysis::mark_ready(
             conn,
             job.tenant_id,
             self.document_id,
             self.document_version_id,
         )
         .await?;
+        // Announced only when this success made the document ready (a newer version or
+        // a trash in between leaves it as it is, and says nothing).
+        if ready {
+            crate::events::document_ready(
+                conn,
+                job.tenant_id,
+                self.document_id,
+                self.document_version_id,
+                job.id,
+            )
+            .await?;
+        }
         Ok(())
     }
 }

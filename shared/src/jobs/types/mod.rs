@@ -22,6 +22,7 @@ job_types! {
     provision_tenant::ProvisionTenant,
     delete_tenant::DeleteTenant,
     bench_noop::BenchNoop,
+    deliver_webhook::DeliverWebhook,
     #[cfg(feature = "fault-injection")]
     fault_test::FaultTest,
 }

@@ -83,7 +83,9 @@ impl BackgroundJob for PurgeDocument {
                         store.delete(&key).await?;
                     }
                 }
-                documents::delete_trashed_document(conn, tenant_id, document_id).await?;
+                if documents::delete_trashed_document(conn, tenant_id, document_id).await? {
+                    crate::events::document_purged(conn, tenant_id, document_id, job.id).await?;
+                }
                 Ok(Purge::Done)
             })
             .await;

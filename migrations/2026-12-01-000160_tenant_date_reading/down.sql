@@ -1,0 +1,3 @@
+ALTER TABLE tenants
+    DROP COLUMN date_order,
+    DROP COLUMN date_languages;
