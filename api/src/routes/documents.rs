@@ -71,7 +71,6 @@ fn is_multipart_form(request: &HttpRequest) -> bool {
                 ("RestoreDocument" = (operation_id = "restore_document", parameters(("document_id" = "$response.body#/document/id")))),
                 ("DownloadContent" = (operation_id = "download_content", parameters(("document_id" = "$response.body#/document/id")))),
                 ("DownloadThumbnail" = (operation_id = "download_thumbnail", parameters(("document_id" = "$response.body#/document/id")))),
-                ("DownloadArchive" = (operation_id = "download_archive", parameters(("document_id" = "$response.body#/document/id")))),
                 ("ListProcessingJobs" = (operation_id = "list_processing_jobs", parameters(("document_id" = "$response.body#/document/id")))),
                 ("GetProcessingJob" = (operation_id = "get_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id")))),
                 ("RetryProcessingJob" = (operation_id = "retry_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id"))))

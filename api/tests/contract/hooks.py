@@ -10,6 +10,7 @@ duplicates of each other, and one that starts like a PDF but is none makes a job
 """
 
 import struct
+import uuid
 import zlib
 
 import schemathesis
@@ -72,3 +73,27 @@ schemathesis.openapi.media_type(
 schemathesis.openapi.media_type("image/tiff", _tail.map(lambda tail: _TIFF + tail))
 schemathesis.openapi.media_type("image/jpeg", _tail.map(lambda tail: _JPEG_HEAD + tail))
 schemathesis.openapi.media_type("image/webp", _tail.map(lambda tail: _WEBP + tail))
+
+
+# An Idempotency-Key names one request: the same key again is a replay of the first
+# answer (or, with another request, 422 idempotency_key_reused). A conforming client
+# sends a fresh key with each new request, and so does this run: a key a valid request
+# would share with an earlier one is replaced by a fresh one (the same 1 to 255 visible
+# ASCII characters). Hypothesis draws the same small strings again and again, which
+# would otherwise make valid requests collide; replays are the idempotency tests' work.
+_keys_sent: set[str] = set()
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    headers = case.headers
+    if not headers or "Idempotency-Key" not in headers:
+        return
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive:
+        return
+    key = headers["Idempotency-Key"]
+    if key in _keys_sent:
+        key = uuid.uuid4().hex
+        headers["Idempotency-Key"] = key
+    _keys_sent.add(key)

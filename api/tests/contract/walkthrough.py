@@ -37,20 +37,33 @@ from quire_client.api.documents import (
     upload_document,
 )
 from quire_client.api.jobs import get_processing_job, list_processing_jobs, retry_processing_job
+from quire_client.api.webhooks import (
+    create_webhook,
+    delete_webhook,
+    edit_webhook,
+    get_webhook,
+    list_webhook_deliveries,
+)
 from quire_client.models import (
     BulkView,
+    CreatedWebhookView,
+    DeliveryList,
     DocumentPage,
     DocumentPatch,
     DocumentView,
     EditView,
+    EventTypeName,
     JobList,
     JobView,
+    NewWebhookBody,
     ProblemView,
     PurgeView,
     ReanalyzeRequest,
     TrashView,
     UploadForm,
     UploadView,
+    WebhookPatchBody,
+    WebhookView,
 )
 from quire_client.types import UNSET, File
 
@@ -166,10 +179,12 @@ def empty_png() -> bytes:
     )
 
 
-def upload(client, data: bytes, name: str, mime: str, title) -> UploadView:
+def upload(client, data: bytes, name: str, mime: str, title, key=UNSET, replayed=False) -> UploadView:
     body = UploadForm(file=File(payload=io.BytesIO(data), file_name=name, mime_type=mime), title=title)
-    response = upload_document.sync_detailed(client=client, body=body)
-    uploaded = check(response, 201, UploadView, f"upload {name}")
+    response = upload_document.sync_detailed(client=client, body=body, idempotency_key=key)
+    uploaded = check(response, 201, UploadView, f"upload {name}{' again' if replayed else ''}")
+    if (response.headers.get("idempotent-replayed") == "true") != replayed:
+        fail(f"upload {name}: Idempotent-Replayed is {response.headers.get('idempotent-replayed')!r}")
     location = response.headers.get("location")
     if location != f"/api/documents/{uploaded.document.id}":
         fail(f"upload {name}: Location is {location!r}")
@@ -238,6 +253,55 @@ def main() -> None:
         fail(f"content: served as {content.headers.get('content-type')!r}")
     print("ok  content: 200, the uploaded bytes")
 
+    # Safe retries: the same upload with the same Idempotency-Key answers the first 201
+    # again (Idempotent-Replayed: true) and records nothing; another file with that key
+    # is 422 idempotency_key_reused.
+    manifest = (README.parent / "Cargo.toml").read_bytes()
+    first = upload(client, manifest, "Cargo.toml", "text/plain", "Manifest", key="scan-2026-001")
+    again = upload(client, manifest, "Cargo.toml", "text/plain", "Manifest", key="scan-2026-001", replayed=True)
+    if again.document.id != first.document.id:
+        fail("a replayed upload made another document")
+    body = UploadForm(file=File(payload=io.BytesIO(b"other bytes\n"), file_name="other.txt", mime_type="text/plain"))
+    reused = check(
+        upload_document.sync_detailed(client=client, body=body, idempotency_key="scan-2026-001"),
+        422,
+        ProblemView,
+        "the same key with another file",
+    )
+    if reused.code != "idempotency_key_reused":
+        fail(f"the same key with another file: {reused.to_dict()}")
+
+    # Optimistic concurrency: GET answers an ETag; If-None-Match answers 304 while it
+    # holds; If-Match applies a write only at that version (412 once it changed). The
+    # edit above analyzes again, which moves the version: read it until it holds still.
+    def current_etag():
+        response = get_document.sync_detailed(document_id, client=client)
+        check(response, 200, DocumentView, "the document with its ETag")
+        etag = response.headers.get("etag")
+        unchanged = get_document.sync_detailed(document_id, client=client, if_none_match=etag)
+        return etag if unchanged.status_code == 304 else None
+
+    etag = wait_for("the document's ETag to hold", current_etag)
+    print("ok  If-None-Match: 304")
+    stale = check(
+        edit_document.sync_detailed(document_id, client=client, body=DocumentPatch(title="Mine"), if_match='"0"'),
+        412,
+        ProblemView,
+        "an edit at a version long gone",
+    )
+    if stale.code != "precondition_failed":
+        fail(f"an edit at a version long gone: {stale.to_dict()}")
+
+    def edit_at_current_version():
+        response = edit_document.sync_detailed(
+            document_id, client=client, body=DocumentPatch(title="Mine"), if_match=current_etag() or '"0"'
+        )
+        return None if response.status_code == 412 else response
+
+    mine = check(wait_for("an edit at the current version", edit_at_current_version), 200, EditView, "If-Match")
+    if mine.document.title != "Mine":
+        fail(f"If-Match: the document shows {mine.document.to_dict()}")
+
     # Trash (cancels its unfinished jobs), then restore.
     trashed = check(trash_document.sync_detailed(document_id, client=client), 200, TrashView, "trash")
     if trashed.document.trashed_at in (None, UNSET):
@@ -274,6 +338,33 @@ def main() -> None:
     # A second DELETE purges for good.
     check(trash_document.sync_detailed(broken.document.id, client=client), 200, TrashView, "trash the broken one")
     check(trash_document.sync_detailed(broken.document.id, client=client), 202, PurgeView, "purge")
+    # Webhooks: subscribe (the secret shown only now), read its deliveries, turn it on,
+    # delete it.
+    subscribed = check(
+        create_webhook.sync_detailed(
+            client=client,
+            body=NewWebhookBody(
+                url="https://hooks.example.com/quire",
+                event_types=[EventTypeName.DOCUMENT_READY, EventTypeName.DOCUMENT_FAILED, EventTypeName.JOB_FAILED],
+            ),
+        ),
+        201,
+        CreatedWebhookView,
+        "subscribe",
+    )
+    if not subscribed.secret.startswith("whsec_"):
+        fail("subscribe: no whsec_ secret")
+    check(list_webhook_deliveries.sync_detailed(subscribed.id, client=client), 200, DeliveryList, "deliveries")
+    check(
+        edit_webhook.sync_detailed(subscribed.id, client=client, body=WebhookPatchBody(enabled=True)),
+        200,
+        WebhookView,
+        "turn it on",
+    )
+    check(get_webhook.sync_detailed(subscribed.id, client=client), 200, WebhookView, "the subscription")
+    deleted = delete_webhook.sync_detailed(subscribed.id, client=client)
+    if deleted.status_code != 204:
+        fail(f"delete the subscription: {int(deleted.status_code)}")
     print("walk-through passed")
 
 
