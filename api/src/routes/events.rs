@@ -4,6 +4,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use quire_shared::db::event_stream::{self, StreamError};
+use quire_shared::db::tenant_events::EventCursor;
 use serde::Deserialize;
 
 use crate::auth::DocumentReader;
@@ -44,9 +45,10 @@ fn invalid_id() -> ApiError {
 #[utoipa::path(
     get, path = "/api/events", tag = "events", operation_id = "subscribe_events",
     params(
-        // The pattern: empty (or only whitespace: start now), or an `id` as the stream
-        // writes it (`cursor::encode`, which `cursor::decode` alone takes back).
-        ("Last-Event-ID" = Option<String>, Header, pattern = r"^(?:[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*|65312e(?:30|3[1-9](?:3[0-9]){0,17})2e(?:30|3[1-9](?:3[0-9]){0,17}))$", description = "the `id` of the last message received: the stream resumes after it (EventSource sends it when it reconnects); wins over `since`; 400 invalid_event_id for an id the stream did not write"),
+        // The patterns: empty (or only whitespace: start now), or an `id` as the stream
+        // writes it (`cursor::encode`, which `cursor::decode` alone takes back); a
+        // header value is ASCII.
+        ("Last-Event-ID" = Option<String>, Header, pattern = r"^(?:[\t ]*|65312e(?:30|3[1-9](?:3[0-9]){0,17})2e(?:30|3[1-9](?:3[0-9]){0,17}))$", description = "the `id` of the last message received: the stream resumes after it (EventSource sends it when it reconnects); wins over `since`; 400 invalid_event_id for an id the stream did not write"),
         ("since" = Option<String>, Query, pattern = r"^(?:[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*|65312e(?:30|3[1-9](?:3[0-9]){0,17})2e(?:30|3[1-9](?:3[0-9]){0,17}))$", description = "the same, for clients that cannot set the header; without either the stream starts now"),
     ),
     responses(
@@ -65,15 +67,23 @@ pub async fn subscribe(
     req: HttpRequest,
     query: web::Query<EventsQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    // EventSource sends an empty Last-Event-ID when it has none yet: empty names no
+    // position. Both are checked when sent, so neither passes unread beside the other.
+    let position = |text: &str| -> Result<Option<EventCursor>, ApiError> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        cursor::decode(text).map(Some).ok_or_else(invalid_id)
+    };
     let header = match req.headers().get("last-event-id") {
-        Some(value) => Some(value.to_str().map_err(|_| invalid_id())?),
+        Some(value) => position(value.to_str().map_err(|_| invalid_id())?)?,
         None => None,
     };
-    let from = match header.or(query.since.as_deref()) {
-        // EventSource sends an empty Last-Event-ID when it has none yet.
-        Some(text) if !text.trim().is_empty() => Some(cursor::decode(text).ok_or_else(invalid_id)?),
-        _ => None,
+    let since = match query.since.as_deref() {
+        Some(text) => position(text)?,
+        None => None,
     };
+    let from = header.or(since);
     let slot = state.events.open(caller.tenant_id).map_err(|refused| {
         let reason = match refused {
             Refused::TenantFull => "refused_tenant",

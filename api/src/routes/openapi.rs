@@ -112,7 +112,7 @@ use crate::views::{
         settings::EffectiveDates,
         settings::SettingsPatch
     )),
-    modifiers(&BearerToken, &SharedAnswers),
+    modifiers(&BearerToken, &SharedAnswers, &AtLeastOneSetting),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -131,6 +131,24 @@ impl Modify for BearerToken {
                     .build(),
             ),
         );
+    }
+}
+
+/// A settings change names at least one setting (an empty one is 422). utoipa 5.5
+/// writes its `min_properties` attribute out as `maxProperties`, so it is set here.
+struct AtLeastOneSetting;
+
+impl Modify for AtLeastOneSetting {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::RefOr;
+        use utoipa::openapi::schema::Schema;
+        let patch = openapi
+            .components
+            .as_mut()
+            .and_then(|components| components.schemas.get_mut("SettingsPatch"));
+        if let Some(RefOr::T(Schema::Object(patch))) = patch {
+            patch.min_properties = Some(1);
+        }
     }
 }
 
@@ -314,4 +332,17 @@ pub async fn swagger_css() -> HttpResponse {
 
 pub async fn swagger_js() -> HttpResponse {
     asset("application/javascript; charset=utf-8", SWAGGER_JS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_settings_change_is_outside_the_document() {
+        let document = served_document();
+        let patch = &document["components"]["schemas"]["SettingsPatch"];
+        assert_eq!(patch["minProperties"], 1, "{patch:#}");
+        assert!(patch.get("maxProperties").is_none(), "{patch:#}");
+    }
 }

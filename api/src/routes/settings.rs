@@ -62,10 +62,10 @@ fn named<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
-/// The settings to change; name at least one.
+/// The settings to change; name at least one (`minProperties: 1`, set by the document's
+/// `AtLeastOneSetting`: utoipa 5.5 writes `min_properties` as `maxProperties`).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(min_properties = 1)]
 pub struct SettingsPatch {
     /// 1 to 7 of `en`, `de`, `fr`, `es`, `it`, `nl`, `pt` (any case, any order, a code
     /// named twice counts once, at most 28 entries); `null`: the configuration's default.
