@@ -44,6 +44,7 @@ pub async fn middleware(
     let download = req.path().starts_with("/ops")
         || req.path().ends_with("/content")
         || req.path().ends_with("/thumbnail")
+        || req.path().ends_with("/archive")
         || req.path().starts_with("/api/docs");
     let events = req.path() == "/api/events";
     let refused = !download

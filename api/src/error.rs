@@ -67,8 +67,10 @@ pub enum ApiError {
     /// Every event stream this tenant (429) or this process (503) may hold is open.
     #[error("{detail}")]
     StreamsFull { per_tenant: bool, detail: String },
+    /// `allow` lists the methods the resource does take, for the `Allow` header RFC 9110
+    /// requires on a 405 (`None` only when the framework answered without saying).
     #[error("this route does not take that method")]
-    MethodNotAllowed,
+    MethodNotAllowed { allow: Option<String> },
     #[error("this route answers application/json only")]
     NotAcceptable,
     /// A status the framework chose for a malformed request.
@@ -173,7 +175,7 @@ impl ApiError {
             Self::StreamsFull { .. } => "event_streams_full",
             Self::UnsupportedMediaType => "unsupported_file_type",
             Self::NotMultipart => "unsupported_content_type",
-            Self::MethodNotAllowed => "method_not_allowed",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::NotAcceptable => "not_acceptable",
             Self::Rejected { .. } => "request_rejected",
             Self::SearchTimeout => "search_timeout",
@@ -201,7 +203,7 @@ impl ApiError {
             Self::StreamsFull { .. } => "Service unavailable",
             Self::Gone { .. } => "Gone",
             Self::UnsupportedMediaType | Self::NotMultipart => "Unsupported media type",
-            Self::MethodNotAllowed => "Method not allowed",
+            Self::MethodNotAllowed { .. } => "Method not allowed",
             Self::NotAcceptable => "Not acceptable",
             Self::Rejected { .. } => "Request rejected",
             Self::SearchTimeout | Self::DatabaseTimeout | Self::Unavailable(_) => {
@@ -317,7 +319,7 @@ impl ResponseError for ApiError {
             Self::StreamsFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Gone { .. } => StatusCode::GONE,
             Self::UnsupportedMediaType | Self::NotMultipart => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::Rejected { status } => *status,
             Self::SearchTimeout | Self::DatabaseTimeout | Self::Unavailable(_) => {
@@ -373,6 +375,9 @@ impl ResponseError for ApiError {
         } = self
         {
             response.insert_header(("Retry-After", retry_after_seconds.to_string()));
+        }
+        if let Self::MethodNotAllowed { allow: Some(allow) } = self {
+            response.insert_header((actix_web::http::header::ALLOW, allow.clone()));
         }
         if matches!(self, Self::UploadTimeout) {
             // The rest of the body may still come: the connection cannot be reused.

@@ -9,6 +9,7 @@ mod enqueue_limit;
 mod error;
 mod events;
 mod idempotency;
+mod json_object;
 mod ops;
 mod problem_fallback;
 mod request_id;

@@ -31,7 +31,14 @@ fn to_problem<B: MessageBody + 'static>(
     }
     let error = match response.status() {
         StatusCode::NOT_FOUND => ApiError::NotFound,
-        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+        // The framework's own 405 (the dashboard's routes): its Allow header, if any, stays.
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed {
+            allow: response
+                .headers()
+                .get(actix_web::http::header::ALLOW)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned),
+        },
         StatusCode::UNAUTHORIZED => ApiError::Unauthorized,
         status if status.is_server_error() => {
             ApiError::Internal(anyhow::anyhow!("the framework answered {status}"))

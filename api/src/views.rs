@@ -25,6 +25,7 @@ pub struct DocumentView {
     pub status: DocumentStatus,
     pub processing_error: Option<String>,
     /// `YYYY-MM-DD`.
+    #[schema(value_type = Option<String>, format = Date)]
     pub issued_at: Option<String>,
     /// Tag names, sorted.
     pub tags: Vec<String>,
@@ -52,7 +53,7 @@ pub struct SearchView {
     pub rank: f32,
     /// The best passages as plain text parts; `match` marks the matched words. Render
     /// the text as text: it is never markup.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<SnippetPartView>)]
     pub snippet: Vec<quire_shared::search::SnippetPart>,
 }
 
@@ -82,6 +83,68 @@ impl From<AppliedLabel> for AppliedLabelView {
             automatic: label.automatic,
         }
     }
+}
+
+/// One part of a snippet (`quire_shared::search::SnippetPart`, described here).
+#[derive(ToSchema)]
+#[allow(dead_code)] // describes snippet parts for the OpenAPI document only
+pub struct SnippetPartView {
+    text: String,
+    /// The part matched the query.
+    #[schema(rename = "match")]
+    matched: bool,
+}
+
+/// `GET /api/documents`: a page of documents.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DocumentPage {
+    pub documents: Vec<DocumentView>,
+    /// `cursor` for the next page; `null` on the last one.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /api/documents/{id}/processing-jobs`: the document's jobs, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobList {
+    pub jobs: Vec<JobView>,
+}
+
+/// `PATCH /api/documents/{id}`: the edited document, and the analysis a new title
+/// queued (`null` when nothing was queued).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EditView {
+    pub document: DocumentView,
+    pub job: Option<JobView>,
+}
+
+/// `DELETE /api/documents/{id}` of a live document: now in the trash.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TrashView {
+    pub document: DocumentView,
+    /// How many of its unfinished jobs were cancelled.
+    pub cancelled_jobs: u64,
+}
+
+/// `DELETE /api/documents/{id}` of a trashed document: the job that purges it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PurgeView {
+    pub job: JobView,
+}
+
+/// A bulk action's answer, one result per id named, in the request's order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BulkView {
+    pub results: Vec<BulkResultView>,
+}
+
+/// A document's job in a bulk action (existing or new), or why it has none.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BulkResultView {
+    pub document_id: Uuid,
+    pub job: Option<JobView>,
+    /// `not_found`, or `null` with a job.
+    #[schema(value_type = Option<String>, example = "not_found")]
+    pub error: Option<&'static str>,
 }
 
 impl DocumentView {
@@ -237,14 +300,31 @@ pub struct UploadView {
     pub job: JobView,
 }
 
-/// The multipart form of an upload.
+/// The media types an upload's file may be (decided from its bytes, `api/src/sniff.rs`):
+/// the upload's multipart `encoding` names them for clients and tools.
+pub const ACCEPTED_FILE_TYPES: &str =
+    "application/pdf, image/png, image/jpeg, image/tiff, image/webp, text/plain";
+
+/// A file's bytes, as the downloads serve them.
 #[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)] // describes downloads for the OpenAPI document only
+pub struct FileBytes(Vec<u8>);
+
+/// The multipart form of an upload: a `file` part, an optional `title`, nothing else.
+#[derive(ToSchema, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)] // describes the form for the OpenAPI document only
 pub struct UploadForm {
     /// The file: PDF, PNG, JPEG, TIFF, WebP or UTF-8 text, decided from its bytes.
     #[schema(value_type = String, format = Binary)]
     file: Vec<u8>,
-    /// Defaults to the file's name.
+    /// Defaults to the file's name (so does an empty or blank title). At most 500
+    /// characters once trimmed, none of them a control or bidirectional-control character.
+    #[schema(
+        max_length = 500,
+        pattern = r"^[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*(?:[^\u0000-\u0020\u007f-\u00a0\u061c\u1680\u2000-\u200a\u200e\u200f\u2028-\u202f\u205f\u2066-\u2069\u3000](?:[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]*[^\u0000-\u0020\u007f-\u00a0\u061c\u1680\u2000-\u200a\u200e\u200f\u2028-\u202f\u205f\u2066-\u2069\u3000])?[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*)?$"
+    )]
     title: Option<String>,
 }
 
@@ -261,6 +341,12 @@ pub struct ProblemView {
     #[schema(example = "not_found")]
     code: String,
     request_id: String,
+    /// On a 409 about a job's or tenant's state: the state it is in.
+    #[schema(nullable = false)]
+    current_status: Option<String>,
+    /// On a 409 `duplicate_document`: the document with the same bytes.
+    #[schema(nullable = false)]
+    existing_document_id: Option<Uuid>,
 }
 
 /// What an operator sees of a tenant.
@@ -313,12 +399,22 @@ pub struct TenantJobView {
     pub job: JobView,
 }
 
+/// The name of a capability set (`quire_shared::permissions::CapabilitySet`).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // describes capability sets for the OpenAPI document only
+pub enum CapabilitySetName {
+    Owner,
+    User,
+    Readonly,
+    Webdav,
+}
+
 /// A member of the caller's tenant.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MemberView {
     pub user_id: Uuid,
-    /// `owner`, `user`, `readonly` or `webdav`.
-    #[schema(value_type = String, example = "user")]
+    #[schema(value_type = CapabilitySetName, example = "user")]
     pub capability_set: CapabilitySet,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,

@@ -155,6 +155,36 @@ ensure_seaweedfs() {
   fi
 }
 
+# The contract suite's tools (api/tests/it/contract.rs): Schemathesis, which fuzzes the
+# API against its served OpenAPI document, and openapi-python-client, which generates the
+# client the walk-through runs with (python-dateutil is what that client imports). Pinned:
+# a new Schemathesis release brings new checks, and the suite must not change under us.
+# They live in a venv of their own (Debian's Python is "externally managed"), kept in the
+# user's cache so a fresh clone reuses it; the stamp file records what was installed, so
+# this is a no-op until the pins change. Prints the venv's bin folder.
+contract_tools_requirements="schemathesis==4.32.5 openapi-python-client==0.29.1 python-dateutil==2.9.0.post0"
+ensure_contract_tools() {
+  local venv="${QUIRE_CONTRACT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/quire/contract-venv}"
+  if [ -x "$venv/bin/st" ] && [ "$(cat "$venv/.quire-requirements" 2>/dev/null)" = "$contract_tools_requirements" ]; then
+    echo "$venv/bin"
+    return 0
+  fi
+  # Debian splits venv (ensurepip) out of python3.
+  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    say "installing python3-venv"
+    apt_install python3-venv
+  fi
+  say "installing the contract tools ($contract_tools_requirements) into $venv"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv" >&2
+  # shellcheck disable=SC2086 # the requirements are one word each
+  PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+    "$venv/bin/python" -m pip install --quiet $contract_tools_requirements >&2
+  echo "$contract_tools_requirements" >"$venv/.quire-requirements"
+  echo "$venv/bin"
+}
+
 # The credentials and bucket of every SeaweedFS these scripts start (loopback only); the
 # test support's SeaweedServer uses the same.
 seaweedfs_access_key=quiretestaccess

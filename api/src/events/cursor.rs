@@ -10,16 +10,19 @@ pub fn encode(cursor: EventCursor) -> String {
     hex::encode(format!("e1.{}.{}", cursor.txid, cursor.id))
 }
 
-/// The position an id names; `None` for anything this module did not make.
+/// The position an id names; `None` for anything this module did not make. Only the
+/// spelling `encode` writes is taken (no upper-case hex, sign or leading zero), so the
+/// ids are exactly the strings the OpenAPI document's pattern describes.
 pub fn decode(text: &str) -> Option<EventCursor> {
     if text.len() > MAX_ENCODED_CHARS {
         return None;
     }
-    let text = String::from_utf8(hex::decode(text.trim()).ok()?).ok()?;
-    let mut parts = text.strip_prefix("e1.")?.splitn(2, '.');
+    let decoded = String::from_utf8(hex::decode(text).ok()?).ok()?;
+    let mut parts = decoded.strip_prefix("e1.")?.splitn(2, '.');
     let txid: i64 = parts.next()?.parse().ok()?;
     let id: i64 = parts.next()?.parse().ok()?;
-    (txid >= 0 && id >= 0).then_some(EventCursor { txid, id })
+    let cursor = EventCursor { txid, id };
+    (txid >= 0 && id >= 0 && encode(cursor) == text).then_some(cursor)
 }
 
 #[cfg(test)]
@@ -51,6 +54,10 @@ mod tests {
             forged("e1.-1.2"),
             forged("e1.1.2.3"),
             forged("e1.99999999999999999999.1"),
+            forged("e1.01.2"),
+            forged("e1.+1.2"),
+            hex::encode("e1.1.2").to_uppercase(),
+            format!(" {}", hex::encode("e1.1.2")),
             "ab".repeat(60),
         ] {
             assert_eq!(decode(&bad), None, "{bad}");

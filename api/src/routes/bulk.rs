@@ -10,19 +10,20 @@ use quire_shared::actions::documents::{self as document_actions, BulkResult};
 use quire_shared::actions::idempotency::Scope;
 use quire_shared::db::pauses::{self, Holds};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use uuid::Uuid;
 
 use crate::auth::DocumentWriter;
 use crate::error::ApiError;
 use crate::idempotency::{self, Answer};
 use crate::state::AppState;
-use crate::views::{JobView, ProblemView};
+use crate::views::{BulkResultView, BulkView, JobView, ProblemView};
 
 // `Serialize`: the parsed body is the request an Idempotency-Key stands for.
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReanalyzeRequest {
+    /// 1 to 100 documents.
+    #[schema(min_items = 1, max_items = 100)]
     ids: Vec<Uuid>,
     #[serde(default)]
     force: bool,
@@ -31,31 +32,33 @@ pub struct ReanalyzeRequest {
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
+    /// 1 to 100 documents.
+    #[schema(min_items = 1, max_items = 100)]
     ids: Vec<Uuid>,
 }
 
 /// The bulk answer: each document's job, or `not_found`.
 fn answer(results: Vec<BulkResult>, holds: &Holds) -> Result<Answer, ApiError> {
-    let results: Vec<_> = results
+    let results = results
         .into_iter()
-        .map(|(document_id, job)| match job {
-            Some(job) => {
-                json!({ "document_id": document_id, "job": JobView::held_by(job, holds), "error": null })
-            }
-            None => json!({ "document_id": document_id, "job": null, "error": "not_found" }),
+        .map(|(document_id, job)| BulkResultView {
+            document_id,
+            error: job.is_none().then_some("not_found"),
+            job: job.map(|job| JobView::held_by(job, holds)),
         })
         .collect();
-    Answer::json(StatusCode::ACCEPTED, &json!({ "results": results }))
+    Answer::json(StatusCode::ACCEPTED, &BulkView { results })
 }
 
 #[utoipa::path(
-    post, path = "/api/documents/reanalyze", tag = "documents",
+    post, path = "/api/documents/reanalyze", tag = "documents", operation_id = "reanalyze_documents",
     params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     request_body = ReanalyzeRequest,
     responses(
-        (status = 202, description = "{results: [{document_id, job, error}]}: the job of each document, existing or new (or, with Idempotency-Key, the first answer again)",
+        (status = 202, description = "the job of each document, existing or new (or, with Idempotency-Key, the first answer again)", body = BulkView,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
-        (status = 400, description = "invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_json: the body is not a JSON object of these fields; invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
+        (status = 413, description = "the body is larger than 256 KiB", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "no ids, or more than 100; idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -67,9 +70,9 @@ pub async fn reanalyze(
     state: web::Data<AppState>,
     caller: DocumentWriter,
     http: HttpRequest,
-    body: web::Json<ReanalyzeRequest>,
+    body: crate::json_object::JsonObject<ReanalyzeRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let request = body.into_inner();
+    let request = body.0;
     let keyed = idempotency::Key::of(&http, Scope::Tenant(caller.tenant_id))?.map(|key| {
         let digest = idempotency::json_digest("POST", "/api/documents/reanalyze", &request);
         key.for_request(digest, &state.settings)
@@ -96,13 +99,14 @@ pub async fn reanalyze(
 /// Integrity check only: the document's status stays as it is unless its bytes no longer
 /// match (then it ends `FAILED`).
 #[utoipa::path(
-    post, path = "/api/documents/verify", tag = "documents",
+    post, path = "/api/documents/verify", tag = "documents", operation_id = "verify_documents",
     params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     request_body = VerifyRequest,
     responses(
-        (status = 202, description = "{results: [{document_id, job, error}]}: the verify-document job of each document, existing or new (or, with Idempotency-Key, the first answer again)",
+        (status = 202, description = "the verify-document job of each document, existing or new (or, with Idempotency-Key, the first answer again)", body = BulkView,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
-        (status = 400, description = "invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_json: the body is not a JSON object of these fields; invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
+        (status = 413, description = "the body is larger than 256 KiB", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "no ids, or more than 100; idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -114,9 +118,9 @@ pub async fn verify(
     state: web::Data<AppState>,
     caller: DocumentWriter,
     http: HttpRequest,
-    body: web::Json<VerifyRequest>,
+    body: crate::json_object::JsonObject<VerifyRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let request = body.into_inner();
+    let request = body.0;
     let keyed = idempotency::Key::of(&http, Scope::Tenant(caller.tenant_id))?.map(|key| {
         let digest = idempotency::json_digest("POST", "/api/documents/verify", &request);
         key.for_request(digest, &state.settings)

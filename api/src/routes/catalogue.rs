@@ -11,7 +11,7 @@ use crate::state::AppState;
 use crate::views::ProblemView;
 
 #[utoipa::path(
-    get, path = "/api/jobs/catalogue", tag = "jobs",
+    get, path = "/api/jobs/catalogue", tag = "jobs", operation_id = "job_catalogue",
     responses(
         (status = 200, description = "{job_types: [{type, payload, enqueued_by, required_tenant_status, retry, time_limit_seconds, work}], retired_job_types, schedules: [{name, description, enabled, every_seconds, last_run_at, last_finished_at, last_outcome, last_detail, next_run_at, runs}]}"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::auth::DocumentReader;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::ProblemView;
+use crate::views::{FileBytes, ProblemView};
 
 /// `attachment` with an ASCII fallback name and the UTF-8 name percent-encoded
 /// (RFC 6266 / 8187): no quote, backslash or control character reaches the header.
@@ -44,10 +44,22 @@ fn content_disposition(filename: &str) -> String {
 /// `GET /api/documents/{id}/content`: the current version's bytes (a new version's once its
 /// analysis made it current).
 #[utoipa::path(
-    get, path = "/api/documents/{document_id}/content", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    get, path = "/api/documents/{document_id}/content", tag = "documents", operation_id = "download_content",
+    params(("document_id" = Uuid, Path, description = "document id")),
     responses(
-        (status = 200, description = "the bytes, as an attachment", content_type = "application/octet-stream"),
-        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        // Served as the type the upload's bytes were found to be (text with its charset).
+        (status = 200, description = "the bytes, as an attachment, in the type they were uploaded as",
+            content(
+                (FileBytes = "application/pdf"),
+                (FileBytes = "image/png"),
+                (FileBytes = "image/jpeg"),
+                (FileBytes = "image/tiff"),
+                (FileBytes = "image/webp"),
+                (FileBytes = "text/plain")
+            ),
+            headers(("Content-Disposition" = String, description = "attachment, with the uploaded file's name"))),
+        (status = 404, description = "no such document in this tenant, or it is in the trash", body = ProblemView, content_type = "application/problem+json"),
+        (status = 409, description = "content_missing: the stored file of this document is missing", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL or the object storage unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
@@ -102,10 +114,11 @@ pub(super) async fn stream_version(
 /// `GET /api/documents/{id}/thumbnail`: the PNG the analysis pipeline made of the
 /// current version; 409 until it has made one.
 #[utoipa::path(
-    get, path = "/api/documents/{document_id}/thumbnail", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    get, path = "/api/documents/{document_id}/thumbnail", tag = "documents", operation_id = "download_thumbnail",
+    params(("document_id" = Uuid, Path, description = "document id")),
     responses(
-        (status = 200, description = "a PNG thumbnail, at most 400 px wide (analysis.thumbnail_width)", content_type = "image/png"),
-        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 200, description = "a PNG thumbnail, at most 400 px wide (analysis.thumbnail_width)", body = FileBytes, content_type = "image/png"),
+        (status = 404, description = "no such document in this tenant, or it is in the trash", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "thumbnail_not_available: not analyzed yet, or the analysis failed", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL or the object storage unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -155,10 +168,12 @@ pub async fn thumbnail(
 /// made of a scanned current version (a PDF of its pages upright, with their text as an
 /// invisible layer); 404 `archive_not_available` when it has none.
 #[utoipa::path(
-    get, path = "/api/documents/{document_id}/archive", tag = "documents", params(("document_id" = Uuid, Path, description = "document id")),
+    get, path = "/api/documents/{document_id}/archive", tag = "documents", operation_id = "download_archive",
+    params(("document_id" = Uuid, Path, description = "document id")),
     responses(
-        (status = 200, description = "the archive copy of a scan (an image, or a PDF without a text layer): its pages upright and straightened, with their OCR text as an invisible, searchable layer; as an attachment", content_type = "application/pdf"),
-        (status = 404, description = "not_found: no such document in this tenant; archive_not_available: the document has no archive copy (not a scan, not analyzed yet, the analysis failed, or a scan with more pages than analysis.ocr_max_pages)", body = ProblemView, content_type = "application/problem+json"),
+        (status = 200, description = "the archive copy of a scan (an image, or a PDF without a text layer): its pages upright and straightened, with their OCR text as an invisible, searchable layer; as an attachment", body = FileBytes, content_type = "application/pdf",
+            headers(("Content-Disposition" = String, description = "attachment, named after the uploaded file with .pdf"))),
+        (status = 404, description = "not_found: no such document in this tenant, or it is in the trash; archive_not_available: the document has no archive copy (not a scan, not analyzed yet, the analysis failed, or a scan with more pages than analysis.ocr_max_pages)", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL or the object storage unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )

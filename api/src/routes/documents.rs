@@ -24,13 +24,26 @@ use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView};
 /// refuses it, and the stored file is removed). Redis is not involved: an upload
 /// succeeds while Redis is down.
 #[utoipa::path(
-    post, path = "/api/documents", tag = "documents",
+    post, path = "/api/documents", tag = "documents", operation_id = "upload_document",
     params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
-    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    // The file's type is decided from its bytes: one of these, whatever the part says.
+    request_body(content = UploadForm, content_type = "multipart/form-data",
+        encoding(("file" = (content_type = crate::views::ACCEPTED_FILE_TYPES)))),
     responses(
         (status = 201, description = "recorded, analysis queued (or, with Idempotency-Key, the first answer again: the digest of the file and its form fields is the request; the repeat's bytes are not kept)", body = UploadView,
-            headers(("Location" = String, description = "the document"), ("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
-        (status = 400, description = "invalid_idempotency_key, or a malformed multipart body", body = ProblemView, content_type = "application/problem+json"),
+            headers(("Location" = String, description = "the document's URL"), ("Idempotent-Replayed" = String, description = "`true` on a replayed answer")),
+            links(
+                ("GetDocument" = (operation_id = "get_document", parameters(("document_id" = "$response.body#/document/id")))),
+                ("EditDocument" = (operation_id = "edit_document", parameters(("document_id" = "$response.body#/document/id")))),
+                ("TrashDocument" = (operation_id = "trash_document", parameters(("document_id" = "$response.body#/document/id")))),
+                ("RestoreDocument" = (operation_id = "restore_document", parameters(("document_id" = "$response.body#/document/id")))),
+                ("DownloadContent" = (operation_id = "download_content", parameters(("document_id" = "$response.body#/document/id")))),
+                ("DownloadThumbnail" = (operation_id = "download_thumbnail", parameters(("document_id" = "$response.body#/document/id")))),
+                ("ListProcessingJobs" = (operation_id = "list_processing_jobs", parameters(("document_id" = "$response.body#/document/id")))),
+                ("GetProcessingJob" = (operation_id = "get_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id")))),
+                ("RetryProcessingJob" = (operation_id = "retry_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id"))))
+            )),
+        (status = 400, description = "invalid_idempotency_key; not valid multipart/form-data (invalid_multipart), no `file` part (missing_file), a second one (multiple_files), or a part other than `file` and `title` (unknown_part); nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "no documents:write, or the tenant is suspended (tenant_suspended) or was reset or deleted while the body was on its way (tenant_unavailable); nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 408, description = "upload_timeout: the body sent nothing for server.upload_read_timeout_ms; nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "duplicate_document: the same bytes exist in this tenant", body = ProblemView, content_type = "application/problem+json"),
@@ -95,17 +108,23 @@ pub async fn upload(
 
 /// `GET /api/documents/{id}`.
 #[utoipa::path(
-    get, path = "/api/documents/{document_id}", tag = "documents",
+    get, path = "/api/documents/{document_id}", tag = "documents", operation_id = "get_document",
     params(
         ("document_id" = Uuid, Path, description = "document id"),
         ("If-None-Match" = Option<String>, Header, description = conditional::IF_NONE_MATCH_DESCRIPTION)
     ),
     responses(
         (status = 200, description = "the document", body = DocumentView,
-            headers(("ETag" = String, description = "the document's version: send it in If-None-Match (304 while unchanged) or If-Match (412 once it changed)"))),
+            headers(("ETag" = String, description = "the document's version: send it in If-None-Match (304 while unchanged) or If-Match (412 once it changed)")),
+            links(
+                ("DownloadContent" = (operation_id = "download_content", parameters(("document_id" = "$response.body#/id")))),
+                ("DownloadThumbnail" = (operation_id = "download_thumbnail", parameters(("document_id" = "$response.body#/id")))),
+                ("DownloadArchive" = (operation_id = "download_archive", parameters(("document_id" = "$response.body#/id")))),
+                ("ListProcessingJobs" = (operation_id = "list_processing_jobs", parameters(("document_id" = "$response.body#/id"))))
+            )),
         (status = 304, description = "If-None-Match names the current ETag: no body",
             headers(("ETag" = String, description = "the document's version: send it in If-None-Match (304 while unchanged) or If-Match (412 once it changed)"))),
-        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 404, description = "no such document in this tenant, or it is in the trash", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )

@@ -4,6 +4,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use quire_shared::db::event_stream::{self, StreamError};
+use quire_shared::db::tenant_events::EventCursor;
 use serde::Deserialize;
 
 use crate::auth::DocumentReader;
@@ -11,6 +12,22 @@ use crate::error::ApiError;
 use crate::events::{Refused, StreamConfig, cursor, stream};
 use crate::state::AppState;
 use crate::views::ProblemView;
+
+/// One message of the stream as a client's parser reads it (the OpenAPI 3.1 way to
+/// describe a `text/event-stream`: the schema is one event's). A message without
+/// `data` (the opening `id`, the heartbeats) is no event.
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct StreamEvent {
+    /// An opaque cursor: send it as Last-Event-ID (or `since`) to resume after it.
+    #[schema(pattern = r"^65312e(?:30|3[1-9](?:3[0-9]){0,18})2e(?:30|3[1-9](?:3[0-9]){0,18})$")]
+    id: String,
+    #[schema(value_type = super::webhooks::EventTypeName)]
+    event: String,
+    /// The event's payload, one line of JSON (`document_id`, and `job_id` for a job's).
+    #[schema(content_media_type = "application/json")]
+    data: String,
+}
 
 #[derive(Debug, Deserialize)]
 pub struct EventsQuery {
@@ -26,13 +43,16 @@ fn invalid_id() -> ApiError {
 
 /// `GET /api/events`.
 #[utoipa::path(
-    get, path = "/api/events", tag = "events",
+    get, path = "/api/events", tag = "events", operation_id = "subscribe_events",
     params(
-        ("Last-Event-ID" = Option<String>, Header, description = "the `id` of the last message received: the stream resumes after it (EventSource sends it when it reconnects); wins over `since`"),
-        ("since" = Option<String>, Query, description = "the same, for clients that cannot set the header; without either the stream starts now"),
+        // The patterns: empty (or only whitespace: start now), or an `id` as the stream
+        // writes it (`cursor::encode`, which `cursor::decode` alone takes back); a
+        // header value is ASCII.
+        ("Last-Event-ID" = Option<String>, Header, pattern = r"^(?:[\t ]*|65312e(?:30|3[1-9](?:3[0-9]){0,17})2e(?:30|3[1-9](?:3[0-9]){0,17}))$", description = "the `id` of the last message received: the stream resumes after it (EventSource sends it when it reconnects); wins over `since`; 400 invalid_event_id for an id the stream did not write"),
+        ("since" = Option<String>, Query, pattern = r"^(?:[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*|65312e(?:30|3[1-9](?:3[0-9]){0,17})2e(?:30|3[1-9](?:3[0-9]){0,17}))$", description = "the same, for clients that cannot set the header; without either the stream starts now"),
     ),
     responses(
-        (status = 200, description = "an endless text/event-stream of the tenant's events, oldest first: each message has `id` (an opaque cursor to resume from), `event` (document.ready, document.failed, document.trashed, document.purged or job.failed) and `data` (the event's JSON payload); the first message carries only an `id`, and a comment line is sent every `[events] heartbeat_seconds`. The server closes the stream at shutdown, after `[events] max_stream_seconds`, or when the client does not keep up; reconnect with Last-Event-ID.", content_type = "text/event-stream", body = String),
+        (status = 200, description = "an endless text/event-stream of the tenant's events, oldest first: each message has `id` (an opaque cursor to resume from), `event` (document.ready, document.failed, document.trashed, document.purged or job.failed) and `data` (the event's JSON payload); the first message carries only an `id`, and a comment line is sent every `[events] heartbeat_seconds`. The server closes the stream at shutdown, after `[events] max_stream_seconds`, or when the client does not keep up; reconnect with Last-Event-ID.", content_type = "text/event-stream", body = StreamEvent),
         (status = 400, description = "`invalid_event_id`: Last-Event-ID or since is not an id of this stream", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "not a member, or without documents:read", body = ProblemView, content_type = "application/problem+json"),
@@ -47,15 +67,23 @@ pub async fn subscribe(
     req: HttpRequest,
     query: web::Query<EventsQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    // EventSource sends an empty Last-Event-ID when it has none yet: empty names no
+    // position. Both are checked when sent, so neither passes unread beside the other.
+    let position = |text: &str| -> Result<Option<EventCursor>, ApiError> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        cursor::decode(text).map(Some).ok_or_else(invalid_id)
+    };
     let header = match req.headers().get("last-event-id") {
-        Some(value) => Some(value.to_str().map_err(|_| invalid_id())?),
+        Some(value) => position(value.to_str().map_err(|_| invalid_id())?)?,
         None => None,
     };
-    let from = match header.or(query.since.as_deref()) {
-        // EventSource sends an empty Last-Event-ID when it has none yet.
-        Some(text) if !text.trim().is_empty() => Some(cursor::decode(text).ok_or_else(invalid_id)?),
-        _ => None,
+    let since = match query.since.as_deref() {
+        Some(text) => position(text)?,
+        None => None,
     };
+    let from = header.or(since);
     let slot = state.events.open(caller.tenant_id).map_err(|refused| {
         let reason = match refused {
             Refused::TenantFull => "refused_tenant",

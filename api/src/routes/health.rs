@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::state::AppState;
 
 /// `GET /healthz`: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "health", security(()), responses((status = 200, description = "alive")))]
+#[utoipa::path(get, path = "/healthz", tag = "health", operation_id = "healthz", security(()), responses((status = 200, description = "alive")))]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
@@ -15,7 +15,7 @@ pub async fn healthz() -> HttpResponse {
 /// `GET /readyz`: PostgreSQL and Redis answer and the schema is current. The body names
 /// each check, never an address or an error text.
 #[utoipa::path(
-    get, path = "/readyz", tag = "health", security(()),
+    get, path = "/readyz", tag = "health", operation_id = "readyz", security(()),
     responses((status = 200, description = "PostgreSQL, Redis and schema ready"), (status = 503, description = "not ready; the body names the failing check"))
 )]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {

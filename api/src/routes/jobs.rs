@@ -9,13 +9,14 @@ use crate::auth::{DocumentReader, DocumentWriter};
 use crate::conditional;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::views::{JobView, ProblemView};
+use crate::views::{JobList, JobView, ProblemView};
 
 /// `GET /api/documents/{id}/processing-jobs`.
 #[utoipa::path(
-    get, path = "/api/documents/{document_id}/processing-jobs", tag = "jobs", params(("document_id" = Uuid, Path, description = "document id")),
+    get, path = "/api/documents/{document_id}/processing-jobs", tag = "jobs", operation_id = "list_processing_jobs",
+    params(("document_id" = Uuid, Path, description = "document id")),
     responses(
-        (status = 200, description = "{jobs: [...]}, oldest first"),
+        (status = 200, description = "the document's jobs, oldest first", body = JobList),
         (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -37,12 +38,12 @@ pub async fn list(
         .into_iter()
         .map(|job| JobView::held_by(job, &holds))
         .collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "jobs": jobs })))
+    Ok(HttpResponse::Ok().json(JobList { jobs }))
 }
 
 /// `GET /api/documents/{id}/processing-jobs/{job_id}`: 404 unless the job is this document's.
 #[utoipa::path(
-    get, path = "/api/documents/{document_id}/processing-jobs/{job_id}", tag = "jobs",
+    get, path = "/api/documents/{document_id}/processing-jobs/{job_id}", tag = "jobs", operation_id = "get_processing_job",
     params(
         ("document_id" = Uuid, Path, description = "document id"),
         ("job_id" = Uuid, Path, description = "job id"),
@@ -53,7 +54,7 @@ pub async fn list(
             headers(("ETag" = String, description = "the job view's version: send it in If-None-Match to poll cheaply (304 while unchanged)"))),
         (status = 304, description = "If-None-Match names the current ETag: no body",
             headers(("ETag" = String, description = "the job view's version"))),
-        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 404, description = "no such document in this tenant (or it is in the trash), or the job is not this document's", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
     )
@@ -89,10 +90,14 @@ pub async fn get(
 /// new event and a fresh budget of automatic attempts; 409 naming the current state for
 /// any other job, 404 when the job is not this document's.
 #[utoipa::path(
-    post, path = "/api/documents/{document_id}/processing-jobs/{job_id}/retry", tag = "jobs", params(("document_id" = Uuid, Path, description = "document id"), ("job_id" = Uuid, Path, description = "job id")),
+    post, path = "/api/documents/{document_id}/processing-jobs/{job_id}/retry", tag = "jobs", operation_id = "retry_processing_job",
+    params(("document_id" = Uuid, Path, description = "document id"), ("job_id" = Uuid, Path, description = "job id")),
     responses(
-        (status = 202, description = "queued again with a fresh attempt budget", body = JobView),
-        (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),
+        (status = 202, description = "queued again with a fresh attempt budget", body = JobView,
+            links(
+                ("GetProcessingJob" = (operation_id = "get_processing_job", parameters(("document_id" = "$request.path.document_id"), ("job_id" = "$response.body#/id"))))
+            )),
+        (status = 404, description = "no such document in this tenant (or it is in the trash), or the job is not this document's", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "job_not_failed (with current_status) or job_already_active", body = ProblemView, content_type = "application/problem+json"),
         (status = 429, description = "enqueue_rate_limited: the tenant enqueues faster than its rate; retry after Retry-After; nothing was stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),

@@ -22,21 +22,19 @@ use crate::views::{MemberView, ProblemView};
 #[serde(deny_unknown_fields)]
 pub struct NewMember {
     user_id: Uuid,
-    /// `owner`, `user`, `readonly` or `webdav`.
-    #[schema(value_type = String, example = "user")]
+    #[schema(value_type = crate::views::CapabilitySetName, example = "user")]
     capability_set: CapabilitySet,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemberPatch {
-    /// `owner`, `user`, `readonly` or `webdav`.
-    #[schema(value_type = String, example = "readonly")]
+    #[schema(value_type = crate::views::CapabilitySetName, example = "readonly")]
     capability_set: CapabilitySet,
 }
 
 #[utoipa::path(
-    get, path = "/api/members", tag = "members",
+    get, path = "/api/members", tag = "members", operation_id = "list_members",
     responses(
         (status = 200, description = "{members: [...]}, oldest first"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -58,13 +56,13 @@ pub async fn list(
 }
 
 #[utoipa::path(
-    post, path = "/api/members", tag = "members",
+    post, path = "/api/members", tag = "members", operation_id = "add_member",
     params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     request_body = NewMember,
     responses(
         (status = 201, description = "added (or, with Idempotency-Key, the first answer again)", body = MemberView,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
-        (status = 400, description = "invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_json: the body is not a JSON object of these fields; invalid_idempotency_key", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "idempotency_key_reused: the key was used for another request", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "already_member", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -76,9 +74,9 @@ pub async fn add(
     state: web::Data<AppState>,
     caller: MemberManager,
     http: HttpRequest,
-    body: web::Json<NewMember>,
+    body: crate::json_object::JsonObject<NewMember>,
 ) -> Result<HttpResponse, ApiError> {
-    let member = body.into_inner();
+    let member = body.0;
     let keyed = idempotency::Key::of(&http, Scope::Tenant(caller.tenant_id))?.map(|key| {
         let digest = idempotency::json_digest("POST", "/api/members", &member);
         key.for_request(digest, &state.settings)
@@ -98,7 +96,7 @@ pub async fn add(
 }
 
 #[utoipa::path(
-    patch, path = "/api/members/{user_id}", tag = "members",
+    patch, path = "/api/members/{user_id}", tag = "members", operation_id = "change_member",
     params(("user_id" = Uuid, Path, description = "the member's user id")),
     request_body = MemberPatch,
     responses(
@@ -114,21 +112,21 @@ pub async fn change(
     state: web::Data<AppState>,
     caller: MemberManager,
     path: web::Path<Uuid>,
-    body: web::Json<MemberPatch>,
+    body: crate::json_object::JsonObject<MemberPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = state.connection().await?;
     let changed = member_actions::change(
         &mut conn,
         &caller.tenant_write(),
         path.into_inner(),
-        body.into_inner().capability_set,
+        body.0.capability_set,
     )
     .await?;
     Ok(HttpResponse::Ok().json(MemberView::from(changed)))
 }
 
 #[utoipa::path(
-    delete, path = "/api/members/{user_id}", tag = "members",
+    delete, path = "/api/members/{user_id}", tag = "members", operation_id = "remove_member",
     params(("user_id" = Uuid, Path, description = "the member's user id")),
     responses(
         (status = 204, description = "removed"),

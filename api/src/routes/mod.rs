@@ -16,6 +16,7 @@ mod members;
 mod openapi;
 mod operator_queues;
 mod operator_tenants;
+mod search;
 mod settings;
 mod trash;
 mod versions;
@@ -27,12 +28,18 @@ use crate::error::ApiError;
 
 pub use openapi::ApiDoc;
 
-async fn method_not_allowed() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::MethodNotAllowed)
-}
-
-fn resource(path: &str) -> Resource {
-    web::resource(path).default_service(web::to(method_not_allowed))
+/// A resource whose other methods answer 405 with `Allow` naming `methods` (RFC 9110
+/// §15.5.6): exactly the methods the route table, and so the OpenAPI document, lists.
+fn resource(path: &str, methods: &[&str]) -> Resource {
+    let allow = methods
+        .iter()
+        .map(|method| method.to_ascii_uppercase())
+        .collect::<Vec<_>>()
+        .join(", ");
+    web::resource(path).default_service(web::to(move || {
+        let allow = Some(allow.clone());
+        async move { Err::<HttpResponse, ApiError>(ApiError::MethodNotAllowed { allow }) }
+    }))
 }
 
 /// The tenant routes answer 401 before their handler (and its body extractors) run.
@@ -73,15 +80,15 @@ macro_rules! route_table {
         ];
 
         pub fn configure(cfg: &mut web::ServiceConfig) {
-            $( cfg.service(resource($open_path) $( .route(web::$open_method().to($open_handler)) )+ ); )+
+            $( cfg.service(resource($open_path, &[$(stringify!($open_method)),+]) $( .route(web::$open_method().to($open_handler)) )+ ); )+
             cfg.service(
                 web::scope($operator_prefix)
-                    $( .service(resource($operator_path) $( .route(web::$operator_method().to($operator_handler)) )+ ) )+
+                    $( .service(resource($operator_path, &[$(stringify!($operator_method)),+]) $( .route(web::$operator_method().to($operator_handler)) )+ ) )+
                     .default_service(web::to(not_found)),
             );
             cfg.service(
                 tenant_scope($tenant_prefix)
-                    $( .service(resource($tenant_path) $( .route(web::$tenant_method().to($tenant_handler)) )+ ) )+
+                    $( .service(resource($tenant_path, &[$(stringify!($tenant_method)),+]) $( .route(web::$tenant_method().to($tenant_handler)) )+ ) )+
             );
         }
     };
@@ -115,6 +122,7 @@ route_table! {
         // Before "/documents/{document_id}", which would take "reanalyze" for an id.
         "/documents/reanalyze" { post => bulk::reanalyze }
         "/documents/verify" { post => bulk::verify }
+        "/documents/search" { get => search::search }
         "/documents/{document_id}" { get => documents::get, patch => edit::patch, delete => trash::trash }
         "/documents/{document_id}/restore" { post => trash::restore }
         "/documents/{document_id}/content" { get => content::content }

@@ -38,7 +38,7 @@ impl QueueView {
 }
 
 #[utoipa::path(
-    get, path = "/api/admin/queues", tag = "admin",
+    get, path = "/api/admin/queues", tag = "admin", operation_id = "list_queues",
     responses(
         (status = 200, description = "{queues: [...]}: every queue, paused or not, by name"),
         (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
@@ -61,7 +61,7 @@ pub async fn list(
 }
 
 #[utoipa::path(
-    post, path = "/api/admin/queues/{queue}/pause", tag = "admin",
+    post, path = "/api/admin/queues/{queue}/pause", tag = "admin", operation_id = "pause_queue",
     params(("queue" = String, Path, description = "the job type, e.g. analyze-document")),
     responses(
         (status = 200, description = "paused (or paused already): its queued jobs are held, running ones finish", body = QueueView),
@@ -82,7 +82,7 @@ pub async fn pause(
 }
 
 #[utoipa::path(
-    post, path = "/api/admin/queues/{queue}/resume", tag = "admin",
+    post, path = "/api/admin/queues/{queue}/resume", tag = "admin", operation_id = "resume_queue",
     params(("queue" = String, Path, description = "the job type, e.g. analyze-document")),
     responses(
         (status = 200, description = "{queue, reannounced}: running again (or never paused); its held jobs continue"),

@@ -38,7 +38,7 @@ pub struct NewTenant {
 }
 
 #[utoipa::path(
-    post, path = "/api/admin/tenants", tag = "admin",
+    post, path = "/api/admin/tenants", tag = "admin", operation_id = "create_tenant",
     params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
     request_body = NewTenant,
     responses(
@@ -93,7 +93,7 @@ pub async fn create(
 }
 
 #[utoipa::path(
-    get, path = "/api/admin/tenants", tag = "admin",
+    get, path = "/api/admin/tenants", tag = "admin", operation_id = "list_tenants",
     responses(
         (status = 200, description = "{tenants: [...]}, by name"),
         (status = 401, description = "missing or invalid operator token", body = ProblemView, content_type = "application/problem+json"),
@@ -114,7 +114,7 @@ pub async fn list(
 }
 
 #[utoipa::path(
-    get, path = "/api/admin/tenants/{tenant_id}", tag = "admin",
+    get, path = "/api/admin/tenants/{tenant_id}", tag = "admin", operation_id = "get_tenant",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
     responses(
         (status = 200, description = "{tenant, jobs}: the tenant and its provisioning and deletion jobs, oldest first"),
@@ -143,7 +143,7 @@ pub async fn get(
 }
 
 #[utoipa::path(
-    post, path = "/api/admin/tenants/{tenant_id}/suspend", tag = "admin",
+    post, path = "/api/admin/tenants/{tenant_id}/suspend", tag = "admin", operation_id = "suspend_tenant",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
     responses(
         (status = 200, description = "suspended: reads still work, writes answer 403 tenant_suspended", body = TenantView),
@@ -166,7 +166,7 @@ pub async fn suspend(
 }
 
 #[utoipa::path(
-    post, path = "/api/admin/tenants/{tenant_id}/activate", tag = "admin",
+    post, path = "/api/admin/tenants/{tenant_id}/activate", tag = "admin", operation_id = "activate_tenant",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
     responses(
         (status = 200, description = "active again", body = TenantView),
@@ -190,7 +190,7 @@ pub async fn activate(
 
 /// The body is what `quire-admin tenant delete|reset` signs: see `docs/jobs.md`.
 #[utoipa::path(
-    post, path = "/api/admin/tenants/{tenant_id}/deletion", tag = "admin",
+    post, path = "/api/admin/tenants/{tenant_id}/deletion", tag = "admin", operation_id = "request_tenant_deletion",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
     request_body(content = Object, description = "{version: 2, remove_tenant, tenant_name, action, nonce, issued_at, signature, final_status?}"),
     responses(
@@ -259,7 +259,7 @@ pub struct LimitsPatch {
 }
 
 #[utoipa::path(
-    patch, path = "/api/admin/tenants/{tenant_id}/limits", tag = "admin",
+    patch, path = "/api/admin/tenants/{tenant_id}/limits", tag = "admin", operation_id = "set_tenant_limits",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
     request_body = LimitsPatch,
     responses(
@@ -295,7 +295,7 @@ pub async fn limits(
 }
 
 #[utoipa::path(
-    post, path = "/api/admin/tenants/{tenant_id}/pause", tag = "admin",
+    post, path = "/api/admin/tenants/{tenant_id}/pause", tag = "admin", operation_id = "pause_tenant",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
     responses(
         (status = 200, description = "paused (or paused already): its queued jobs are held, running ones finish", body = TenantView),
@@ -315,7 +315,7 @@ pub async fn pause(
 }
 
 #[utoipa::path(
-    post, path = "/api/admin/tenants/{tenant_id}/resume", tag = "admin",
+    post, path = "/api/admin/tenants/{tenant_id}/resume", tag = "admin", operation_id = "resume_tenant",
     params(("tenant_id" = Uuid, Path, description = "tenant id")),
     responses(
         (status = 200, description = "{tenant, reannounced}: processing again (or never paused); its held jobs continue", body = TenantView),

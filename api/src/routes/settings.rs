@@ -62,23 +62,45 @@ fn named<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
-/// The settings to change; name at least one.
+/// The settings to change; name at least one (`minProperties: 1`, set by the document's
+/// `AtLeastOneSetting`: utoipa 5.5 writes `min_properties` as `maxProperties`).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsPatch {
-    /// 1 to 7 of `en`, `de`, `fr`, `es`, `it`, `nl`, `pt` (any case, any order); `null`:
-    /// the configuration's default.
+    /// 1 to 7 of `en`, `de`, `fr`, `es`, `it`, `nl`, `pt` (any case, any order, a code
+    /// named twice counts once, at most 28 entries); `null`: the configuration's default.
     #[serde(default, deserialize_with = "named")]
-    #[schema(value_type = Option<Vec<String>>, example = json!(["de", "en"]))]
+    #[schema(value_type = Option<Vec<DateLanguageCode>>, min_items = 1, max_items = 28, example = json!(["de", "en"]))]
     date_languages: Option<Option<Vec<String>>>,
-    /// `dmy`, `mdy` or `ymd`; `null`: the configuration's default.
+    /// `dmy`, `mdy` or `ymd` (any case); `null`: the configuration's default.
     #[serde(default, deserialize_with = "named")]
-    #[schema(value_type = Option<String>, example = "mdy")]
+    #[schema(
+        value_type = Option<String>,
+        pattern = r"^[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*(?:[Dd][Mm][Yy]|[Mm][Dd][Yy]|[Yy][Mm][Dd])[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+        example = "mdy"
+    )]
     date_order: Option<Option<String>>,
 }
 
+/// A language code as `SettingsPatch::date_languages` takes it: the pattern says what
+/// `DateLanguage::parse` takes (surrounding whitespace trimmed, any letter case).
+pub struct DateLanguageCode;
+
+impl utoipa::PartialSchema for DateLanguageCode {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some(
+                r"^[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*(?:[Ee][Nn]|[Dd][Ee]|[Ff][Rr]|[Ee][Ss]|[Ii][Tt]|[Nn][Ll]|[Pp][Tt])[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for DateLanguageCode {}
+
 #[utoipa::path(
-    get, path = "/api/settings", tag = "settings",
+    get, path = "/api/settings", tag = "settings", operation_id = "get_settings",
     responses(
         (status = 200, description = "the tenant's settings and what the analysis uses", body = SettingsView),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -97,7 +119,7 @@ pub async fn get(
 }
 
 #[utoipa::path(
-    patch, path = "/api/settings", tag = "settings",
+    patch, path = "/api/settings", tag = "settings", operation_id = "edit_settings",
     request_body = SettingsPatch,
     responses(
         (status = 200, description = "changed; documents analyzed from now on are dated with them", body = SettingsView),
@@ -111,12 +133,12 @@ pub async fn get(
 pub async fn patch(
     state: web::Data<AppState>,
     caller: MemberManager,
-    body: web::Json<SettingsPatch>,
+    body: crate::json_object::JsonObject<SettingsPatch>,
 ) -> Result<HttpResponse, ApiError> {
     let SettingsPatch {
         date_languages,
         date_order,
-    } = body.into_inner();
+    } = body.0;
     let mut conn = state.connection().await?;
     let changed = settings::change_date_settings(
         &mut conn,

@@ -19,25 +19,66 @@ use crate::views::ProblemView;
 /// Deliveries a history page shows unless asked otherwise.
 const DEFAULT_DELIVERIES: i64 = 50;
 
+/// The event types a subscription can name (`TenantEventType`).
+pub struct EventTypeName;
+
+impl utoipa::PartialSchema for EventTypeName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(
+                quire_shared::db::tenant_events::TenantEventType::ALL
+                    .iter()
+                    .map(|event_type| event_type.as_str()),
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for EventTypeName {}
+
+/// `{webhooks}`: the tenant's subscriptions, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookList {
+    pub webhooks: Vec<WebhookView>,
+}
+
+/// `{deliveries}`: a subscription's deliveries, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryList {
+    pub deliveries: Vec<DeliveryView>,
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewWebhookBody {
     /// `https://` or `http://`, at most 2048 characters, no user name or password; a
     /// private, loopback or link-local target is refused unless the operator allowed it.
-    #[schema(example = "https://hooks.example.com/quire", max_length = 2048)]
+    /// The pattern is the part of that a document can say: a host name (an address is
+    /// checked against the networks the operator allows, which no pattern knows) of
+    /// lowercase letters and digits, each label starting with a letter (so never an
+    /// address or punycode), an optional port and path.
+    #[schema(
+        example = "https://hooks.example.com/quire",
+        max_length = 2048,
+        pattern = r"^https?://[a-z][a-z0-9]{0,62}(?:\.[a-z][a-z0-9]{0,62}){0,8}(?::[1-9][0-9]{0,3})?(?:/[A-Za-z0-9._~-]*){0,16}$"
+    )]
     url: String,
     /// Any of `document.ready`, `document.failed`, `document.trashed`,
-    /// `document.purged`, `job.failed`.
-    #[schema(example = json!(["document.ready", "document.failed"]), min_items = 1)]
+    /// `document.purged`, `job.failed` (a type named twice counts once).
+    #[schema(example = json!(["document.ready", "document.failed"]), min_items = 1, value_type = Vec<EventTypeName>)]
     event_types: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookPatchBody {
-    #[schema(max_length = 2048)]
+    #[schema(
+        max_length = 2048,
+        pattern = r"^https?://[a-z][a-z0-9]{0,62}(?:\.[a-z][a-z0-9]{0,62}){0,8}(?::[1-9][0-9]{0,3})?(?:/[A-Za-z0-9._~-]*){0,16}$"
+    )]
     url: Option<String>,
-    #[schema(min_items = 1)]
+    #[schema(min_items = 1, value_type = Option<Vec<EventTypeName>>)]
     event_types: Option<Vec<String>>,
     /// `true` turns a subscription the server disabled on again (clearing its reason).
     enabled: Option<bool>,
@@ -138,9 +179,9 @@ fn policy(state: &AppState) -> TargetPolicy {
 }
 
 #[utoipa::path(
-    get, path = "/api/webhooks", tag = "webhooks",
+    get, path = "/api/webhooks", tag = "webhooks", operation_id = "list_webhooks",
     responses(
-        (status = 200, description = "{webhooks: [...]}, oldest first"),
+        (status = 200, description = "the tenant's subscriptions, oldest first", body = WebhookList),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "not a member, or no members:manage", body = ProblemView, content_type = "application/problem+json"),
         (status = 503, description = "PostgreSQL unavailable; retry after Retry-After", body = ProblemView, content_type = "application/problem+json")
@@ -156,15 +197,21 @@ pub async fn list(
         .into_iter()
         .map(WebhookView::from)
         .collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "webhooks": webhooks })))
+    Ok(HttpResponse::Ok().json(WebhookList { webhooks }))
 }
 
 #[utoipa::path(
-    post, path = "/api/webhooks", tag = "webhooks",
+    post, path = "/api/webhooks", tag = "webhooks", operation_id = "create_webhook",
     request_body = NewWebhookBody,
     responses(
-        (status = 201, description = "created; the secret is shown this once", body = CreatedWebhookView),
-        (status = 400, description = "the body is not the JSON described", body = ProblemView, content_type = "application/problem+json"),
+        (status = 201, description = "created; the secret is shown this once", body = CreatedWebhookView,
+            links(
+                ("GetWebhook" = (operation_id = "get_webhook", parameters(("webhook_id" = "$response.body#/id")))),
+                ("EditWebhook" = (operation_id = "edit_webhook", parameters(("webhook_id" = "$response.body#/id")))),
+                ("DeleteWebhook" = (operation_id = "delete_webhook", parameters(("webhook_id" = "$response.body#/id")))),
+                ("ListWebhookDeliveries" = (operation_id = "list_webhook_deliveries", parameters(("webhook_id" = "$response.body#/id"))))
+            )),
+        (status = 400, description = "invalid_json: the body is not a JSON object of these fields", body = ProblemView, content_type = "application/problem+json"),
         (status = 409, description = "webhook_limit: the tenant has the most subscriptions it may have", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "invalid_webhook_url, webhook_target_refused (a private, loopback or link-local address), invalid_event_types", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -175,9 +222,9 @@ pub async fn list(
 pub async fn create(
     state: web::Data<AppState>,
     caller: MemberManager,
-    body: web::Json<NewWebhookBody>,
+    body: crate::json_object::JsonObject<NewWebhookBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner();
+    let body = body.0;
     let new = NewWebhook {
         url: body.url,
         event_types: body.event_types,
@@ -193,7 +240,7 @@ pub async fn create(
 }
 
 #[utoipa::path(
-    get, path = "/api/webhooks/{webhook_id}", tag = "webhooks",
+    get, path = "/api/webhooks/{webhook_id}", tag = "webhooks", operation_id = "get_webhook",
     params(("webhook_id" = Uuid, Path, description = "the subscription's id")),
     responses(
         (status = 200, description = "the subscription (never its secret)", body = WebhookView),
@@ -214,12 +261,12 @@ pub async fn get(
 }
 
 #[utoipa::path(
-    patch, path = "/api/webhooks/{webhook_id}", tag = "webhooks",
+    patch, path = "/api/webhooks/{webhook_id}", tag = "webhooks", operation_id = "edit_webhook",
     params(("webhook_id" = Uuid, Path, description = "the subscription's id")),
     request_body = WebhookPatchBody,
     responses(
         (status = 200, description = "changed", body = WebhookView),
-        (status = 400, description = "the body is not the JSON described", body = ProblemView, content_type = "application/problem+json"),
+        (status = 400, description = "invalid_json: the body is not a JSON object of these fields", body = ProblemView, content_type = "application/problem+json"),
         (status = 404, description = "no such subscription in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 422, description = "invalid_webhook_url, webhook_target_refused, invalid_event_types", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -231,9 +278,9 @@ pub async fn patch(
     state: web::Data<AppState>,
     caller: MemberManager,
     path: web::Path<Uuid>,
-    body: web::Json<WebhookPatchBody>,
+    body: crate::json_object::JsonObject<WebhookPatchBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner();
+    let body = body.0;
     let patch = WebhookPatch {
         url: body.url,
         event_types: body.event_types,
@@ -252,7 +299,7 @@ pub async fn patch(
 }
 
 #[utoipa::path(
-    delete, path = "/api/webhooks/{webhook_id}", tag = "webhooks",
+    delete, path = "/api/webhooks/{webhook_id}", tag = "webhooks", operation_id = "delete_webhook",
     params(("webhook_id" = Uuid, Path, description = "the subscription's id")),
     responses(
         (status = 204, description = "deleted, with its delivery history"),
@@ -273,13 +320,13 @@ pub async fn delete(
 }
 
 #[utoipa::path(
-    get, path = "/api/webhooks/{webhook_id}/deliveries", tag = "webhooks",
+    get, path = "/api/webhooks/{webhook_id}/deliveries", tag = "webhooks", operation_id = "list_webhook_deliveries",
     params(
         ("webhook_id" = Uuid, Path, description = "the subscription's id"),
         ("limit" = Option<i64>, Query, description = "1 to 100, default 50", minimum = 1, maximum = 100)
     ),
     responses(
-        (status = 200, description = "{deliveries: [...]}, newest first"),
+        (status = 200, description = "the subscription's deliveries, newest first", body = DeliveryList),
         (status = 400, description = "invalid limit", body = ProblemView, content_type = "application/problem+json"),
         (status = 404, description = "no such subscription in this tenant", body = ProblemView, content_type = "application/problem+json"),
         (status = 401, description = "missing or invalid token", body = ProblemView, content_type = "application/problem+json"),
@@ -310,11 +357,11 @@ pub async fn deliveries(
             .into_iter()
             .map(DeliveryView::from)
             .collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "deliveries": deliveries })))
+    Ok(HttpResponse::Ok().json(DeliveryList { deliveries }))
 }
 
 #[utoipa::path(
-    post, path = "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver", tag = "webhooks",
+    post, path = "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver", tag = "webhooks", operation_id = "redeliver_webhook_delivery",
     params(
         ("webhook_id" = Uuid, Path, description = "the subscription's id"),
         ("delivery_id" = Uuid, Path, description = "the delivery to send again")

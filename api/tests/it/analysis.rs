@@ -31,7 +31,12 @@ async fn document(app: &TestApp, id: Uuid) -> Value {
 
 async fn search(app: &TestApp, token: &str, q: &str) -> Vec<Value> {
     let (status, body) = app
-        .json_as(Method::GET, token, &format!("/api/documents?q={q}"), None)
+        .json_as(
+            Method::GET,
+            token,
+            &format!("/api/documents/search?q={q}"),
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     body["documents"].as_array().cloned().unwrap_or_default()
@@ -160,7 +165,7 @@ async fn search_pages_and_refuses_bad_queries() {
         .json_as(
             Method::GET,
             &app.token,
-            "/api/documents?q=budgets&limit=3",
+            "/api/documents/search?q=budgets&limit=3",
             None,
         )
         .await;
@@ -170,7 +175,7 @@ async fn search_pages_and_refuses_bad_queries() {
         .json_as(
             Method::GET,
             &app.token,
-            &format!("/api/documents?q=budgets&limit=3&cursor={cursor}"),
+            &format!("/api/documents/search?q=budgets&limit=3&cursor={cursor}"),
             None,
         )
         .await;
@@ -181,7 +186,7 @@ async fn search_pages_and_refuses_bad_queries() {
             .json_as(
                 Method::GET,
                 &app.token,
-                &format!("/api/documents?q={bad}"),
+                &format!("/api/documents/search?q={bad}"),
                 None,
             )
             .await;
@@ -192,7 +197,7 @@ async fn search_pages_and_refuses_bad_queries() {
         .json_as(
             Method::GET,
             &app.token,
-            "/api/documents?q=%22budgets%20or%20-%27%29%28",
+            "/api/documents/search?q=%22budgets%20or%20-%27%29%28",
             None,
         )
         .await;

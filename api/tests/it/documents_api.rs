@@ -257,6 +257,41 @@ async fn content_downloads_as_an_attachment_that_is_never_sniffed() {
     assert_eq!(theirs.status(), 404);
 }
 
+/// The downloads answer their file's own type: a client that asks for that type (and not
+/// JSON) is answered, never refused with 406 (the archive copy is a PDF like the others).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_answer_a_client_that_accepts_only_their_own_type() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .upload_as(&app.token, b"a receipt\n".to_vec(), "receipt.txt")
+        .await;
+    let created: Value = response.json().await.expect("json");
+    let document_id = uuid_at(&created, "/document/id");
+    for (download, accept, status) in [
+        ("content", "text/plain", 200),
+        ("thumbnail", "image/png", 409),
+        // Not a scan: no archive copy, and the refusal is still problem+json.
+        ("archive", "application/pdf", 404),
+    ] {
+        let response = app
+            .http
+            .get(format!(
+                "{}/api/documents/{document_id}/{download}",
+                app.address
+            ))
+            .bearer_auth(&app.token)
+            .header("accept", accept)
+            .send()
+            .await
+            .expect("download");
+        assert_eq!(
+            response.status(),
+            status,
+            "{download} with Accept: {accept}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_job_catalogue_lists_types_payloads_and_retired_types() {
     let app = TestApp::spawn().await;

@@ -467,7 +467,17 @@ async fn bad_expired_and_unauthorised_requests_answer_a_problem_before_the_strea
     );
     let beyond = hex::encode(format!("e1.{}.1", i64::MAX - 1));
     let overlong = "ab".repeat(200);
-    for bad in ["garbage", "6531", overlong.as_str(), beyond.as_str()] {
+    // An id is taken only as the stream writes it, as the document's pattern says.
+    let upper_case = hex::encode("e1.1.1").to_uppercase();
+    let leading_zero = hex::encode("e1.01.1");
+    for bad in [
+        "garbage",
+        "6531",
+        overlong.as_str(),
+        beyond.as_str(),
+        upper_case.as_str(),
+        leading_zero.as_str(),
+    ] {
         assert_eq!(
             problem(open(&app, &app.token, Some(bad)).await).await,
             code(400, "invalid_event_id"),
@@ -482,6 +492,20 @@ async fn bad_expired_and_unauthorised_requests_answer_a_problem_before_the_strea
         .await
         .expect("request");
     assert_eq!(problem(bad_since).await, code(400, "invalid_event_id"));
+    // An empty Last-Event-ID (EventSource's before its first id) names no position: it
+    // does not make a bad `since` pass.
+    let bad_since_beside_an_empty_header = app
+        .http
+        .get(format!("{}/api/events?since=nope", app.address))
+        .bearer_auth(&app.token)
+        .header("last-event-id", "")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(
+        problem(bad_since_beside_an_empty_header).await,
+        code(400, "invalid_event_id")
+    );
     let html_only = app
         .http
         .get(format!("{}/api/events", app.address))

@@ -3,6 +3,7 @@
 
 mod admin_metrics;
 mod analysis;
+mod contract;
 mod dashboard;
 mod date_settings;
 mod documents_api;

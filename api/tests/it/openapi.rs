@@ -49,6 +49,20 @@ async fn the_served_openapi_document_parses_and_names_every_route() {
         })
         .sum();
     assert_eq!(documented, ROUTES.len() - DOCUMENTATION_ROUTES.len());
+    // Links and generated clients name operations by id: each is set, and unique.
+    let mut ids = std::collections::BTreeSet::new();
+    for (path, item) in &paths {
+        for operation in [&item.get, &item.post, &item.patch, &item.delete, &item.put]
+            .into_iter()
+            .flatten()
+        {
+            let id = operation
+                .operation_id
+                .clone()
+                .unwrap_or_else(|| panic!("an operation of {path} has no operation_id"));
+            assert!(ids.insert(id.clone()), "operation_id {id} is used twice");
+        }
+    }
     assert_eq!(ApiDoc::openapi().paths.paths.len(), paths.len());
 }
 

@@ -47,7 +47,7 @@ async fn a_headline_is_computed_from_the_start_of_the_text_only() {
             .json_as(
                 Method::GET,
                 &app.token,
-                &format!("/api/documents?q={word}"),
+                &format!("/api/documents/search?q={word}"),
                 None,
             )
             .await;
@@ -76,7 +76,7 @@ async fn a_search_cursor_beyond_the_deepest_page_answers_422() {
         .json_as(
             Method::GET,
             &app.token,
-            &format!("/api/documents?q=invoice&cursor={deep}"),
+            &format!("/api/documents/search?q=invoice&cursor={deep}"),
             None,
         )
         .await;
@@ -89,7 +89,7 @@ async fn a_search_cursor_beyond_the_deepest_page_answers_422() {
         .json_as(
             Method::GET,
             &app.token,
-            &format!("/api/documents?q=invoice&cursor={deepest}"),
+            &format!("/api/documents/search?q=invoice&cursor={deepest}"),
             None,
         )
         .await;
@@ -105,7 +105,7 @@ async fn a_search_past_its_statement_timeout_answers_503_search_timeout() {
 
     let response = app
         .http
-        .get(format!("{}/api/documents?q=invoice", app.address))
+        .get(format!("{}/api/documents/search?q=invoice", app.address))
         .bearer_auth(&app.token)
         // Far longer than the search's timeout: a bound for a broken build, not a speed.
         .timeout(Duration::from_secs(30))
@@ -123,7 +123,12 @@ async fn a_search_past_its_statement_timeout_answers_503_search_timeout() {
     holder.batch_execute("ROLLBACK").await.expect("unlock");
     // The connection that timed out went back to the pool healthy: the next search runs.
     let (status, body) = app
-        .json_as(Method::GET, &app.token, "/api/documents?q=invoice", None)
+        .json_as(
+            Method::GET,
+            &app.token,
+            "/api/documents/search?q=invoice",
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{body}");
 }
