@@ -320,7 +320,8 @@ pub struct UploadForm {
     #[schema(value_type = String, format = Binary)]
     file: Vec<u8>,
     /// Defaults to the file's name (so does an empty or blank title). At most 500
-    /// characters once trimmed, none of them a control or bidirectional-control character.
+    /// characters as sent (it is trimmed), none of them a control or bidirectional-control
+    /// character.
     #[schema(
         max_length = 500,
         pattern = r"^[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*(?:[^\u0000-\u0020\u007f-\u00a0\u061c\u1680\u2000-\u200a\u200e\u200f\u2028-\u202f\u205f\u2066-\u2069\u3000](?:[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]*[^\u0000-\u0020\u007f-\u00a0\u061c\u1680\u2000-\u200a\u200e\u200f\u2028-\u202f\u205f\u2066-\u2069\u3000])?[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*)?$"
@@ -486,8 +487,9 @@ pub struct VersionUploadView {
     pub job: JobView,
 }
 
-/// The multipart form of a new version.
-#[derive(ToSchema)]
+/// The multipart form of a new version: a `file` part, nothing else.
+#[derive(ToSchema, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)] // describes the form for the OpenAPI document only
 pub struct VersionForm {
     /// The file: PDF, PNG, JPEG, TIFF, WebP or UTF-8 text, decided from its bytes.

@@ -12,6 +12,8 @@ pub enum Point {
     AnalysisBeforeStore,
     /// The analysis has stored its assets and not yet made them current.
     AnalysisBeforeIndex,
+    /// The job's finishing transaction has written the job's end, not yet its document.
+    FinishBeforeDocument,
 }
 
 #[cfg(feature = "fault-injection")]

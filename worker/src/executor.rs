@@ -11,6 +11,7 @@ use quire_shared::broker::{MESSAGE_VERSION, WireMessage};
 use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job, Stopped};
 use quire_shared::db::{DbError, documents};
 use quire_shared::events;
+use quire_shared::fault_points::{self, Point};
 use quire_shared::jobs::{self as job_types, JobError, Prepared, RetryClass};
 use quire_shared::retry::Backoff;
 use quire_shared::states::TenantStatus;
@@ -389,9 +390,11 @@ async fn succeed(
     let mut conn = context.pool().get().await?;
     let applied = conn
         .transaction::<_, DbError, _>(async |conn| {
+            lock_document_first(conn, job, true).await?;
             if !jobs::mark_succeeded(conn, fence).await? {
                 return Ok(false);
             }
+            pass_finish_point(job).await;
             handler.commit_success(&context.jobs, conn, job).await?;
             Ok(true)
         })
@@ -412,9 +415,11 @@ async fn fail(
 ) -> Result<bool, DbError> {
     let (code, message) = (error.code(), error.safe_message());
     conn.transaction::<_, DbError, _>(async |conn| {
+        lock_document_first(conn, job, fail_document).await?;
         if !jobs::mark_failed(conn, fence, code, message).await? {
             return Ok(false);
         }
+        pass_finish_point(job).await;
         let document = job.document_id.filter(|_| fail_document);
         // True only when the document itself moved: a newer version's failed analysis
         // leaves the current version, and the document, as they were.
@@ -426,6 +431,27 @@ async fn fail(
         Ok(true)
     })
     .await
+}
+
+/// Locks the job's document, when the finish writes it, before the job row: the order of
+/// every transaction that writes both (a trash locks the document, then cancels its
+/// jobs). Job first and document second would deadlock against a trash in between.
+async fn lock_document_first(
+    conn: &mut AsyncPgConnection,
+    job: &Job,
+    writes_document: bool,
+) -> Result<(), DbError> {
+    if let Some(document_id) = job.document_id.filter(|_| writes_document) {
+        documents::lock_document(conn, job.tenant_id, document_id).await?;
+    }
+    Ok(())
+}
+
+/// Where a fault test holds a finishing transaction (a no-op in a normal build).
+async fn pass_finish_point(job: &Job) {
+    if let Some(document_id) = job.document_id {
+        fault_points::pass(Point::FinishBeforeDocument, document_id).await;
+    }
 }
 
 /// `job.failed`, and `document.failed` for the document it failed, if any: call in the

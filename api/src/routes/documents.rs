@@ -119,7 +119,6 @@ pub async fn upload(
             links(
                 ("DownloadContent" = (operation_id = "download_content", parameters(("document_id" = "$response.body#/id")))),
                 ("DownloadThumbnail" = (operation_id = "download_thumbnail", parameters(("document_id" = "$response.body#/id")))),
-                ("DownloadArchive" = (operation_id = "download_archive", parameters(("document_id" = "$response.body#/id")))),
                 ("ListProcessingJobs" = (operation_id = "list_processing_jobs", parameters(("document_id" = "$response.body#/id"))))
             )),
         (status = 304, description = "If-None-Match names the current ETag: no body",

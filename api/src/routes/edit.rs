@@ -22,20 +22,20 @@ use crate::views::{DocumentView, EditView, JobView, ProblemView};
 /// server-owned and ignored.
 /// The patterns say what the checks below say: surrounding whitespace is trimmed, and
 /// what is left is not empty and has no control characters (a title no bidirectional
-/// controls either); the lengths count characters once trimmed.
+/// controls either); the lengths count the characters sent, spaces around them included (they are trimmed).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct DocumentPatch {
-    /// 1 to 500 characters once trimmed, no control or bidirectional-control character.
+    /// at most 500 characters as sent, not blank once trimmed, no control or bidirectional-control character.
     #[schema(
         max_length = 500,
         pattern = r"^[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\u0000-\u0020\u007f-\u00a0\u061c\u1680\u2000-\u200a\u200e\u200f\u2028-\u202f\u205f\u2066-\u2069\u3000](?:[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]*[^\u0000-\u0020\u007f-\u00a0\u061c\u1680\u2000-\u200a\u200e\u200f\u2028-\u202f\u205f\u2066-\u2069\u3000])?[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
     )]
     title: Option<String>,
-    /// Replaces the document's tags: at most 50, each 1 to 100 characters once trimmed,
+    /// Replaces the document's tags: at most 50, each at most 100 characters as sent, not blank once trimmed,
     /// without control characters (duplicates are kept once).
     #[schema(max_items = 50, value_type = Option<Vec<TagName>>)]
     tags: Option<Vec<String>>,
-    /// A correspondent's name (1 to 200 characters once trimmed, no control characters),
+    /// A correspondent's name (at most 200 characters as sent, not blank once trimmed, no control characters),
     /// or `null` to clear.
     #[serde(default, deserialize_with = "explicit_null")]
     #[schema(
@@ -70,6 +70,22 @@ impl utoipa::PartialSchema for TagName {
 }
 
 impl utoipa::ToSchema for TagName {}
+
+/// A correspondent's name, as the label routes take it: at most 200 characters, the
+/// pattern of the other names.
+pub struct CorrespondentName;
+
+impl utoipa::PartialSchema for CorrespondentName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .max_length(Some(200))
+            .pattern(Some(TAG_PATTERN))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for CorrespondentName {}
 
 const TAG_PATTERN: &str = r"^[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?[\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$";
 

@@ -10,10 +10,25 @@ use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
+use super::edit::{CorrespondentName, TagName};
 use crate::auth::{DocumentReader, DocumentWriter};
 use crate::error::ApiError;
+use crate::json_object::JsonObject;
 use crate::state::AppState;
 use crate::views::{LabelView, ProblemView};
+
+/// A rule's algorithm, as the OpenAPI document names them (`MatchAlgorithm`'s names).
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // describes the names for the OpenAPI document only
+pub enum AlgorithmName {
+    None,
+    Any,
+    All,
+    Exact,
+    Regex,
+    Fuzzy,
+}
 
 /// A matching rule as a client sends it (the whole rule: fields left out take their
 /// defaults).
@@ -23,11 +38,15 @@ pub struct RuleBody {
     /// `none` (only users set the label), `any` (any word), `all` (all words), `exact`
     /// (the phrase), `regex` (a regular expression, Rust `regex` syntax) or `fuzzy` (a
     /// phrase at least 90 % similar).
-    #[schema(value_type = String, example = "any")]
+    #[schema(value_type = AlgorithmName, example = "any")]
     algorithm: MatchAlgorithm,
     /// At most 256 characters (64 for `fuzzy`); words are letters and digits, a
-    /// `"quoted phrase"` is one term of `any` and `all`.
+    /// `"quoted phrase"` is one term of `any` and `all`. Every algorithm but `none`
+    /// needs a word (a `regex` an expression that compiles within the limits): what a
+    /// schema cannot say is answered 422 `invalid_rule` / `invalid_regex` /
+    /// `regex_too_large`.
     #[serde(default)]
+    #[schema(max_length = 256)]
     text: String,
     #[serde(default = "case_insensitive_by_default")]
     case_insensitive: bool,
@@ -47,21 +66,82 @@ impl From<RuleBody> for Rule {
     }
 }
 
+/// `POST /api/tags`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewLabelBody {
-    /// 1 to 100 characters for a tag, 200 for a correspondent.
+pub struct NewTagBody {
+    /// At most 100 characters as sent, not blank once trimmed, no control characters.
+    #[schema(value_type = TagName)]
     name: String,
-    /// Without one, the label has rule `none`.
+    /// Without one, the tag has rule `none`.
     rule: Option<RuleBody>,
 }
 
+/// `POST /api/correspondents`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LabelPatch {
+pub struct NewCorrespondentBody {
+    /// At most 200 characters as sent, not blank once trimmed, no control characters.
+    #[schema(value_type = CorrespondentName)]
+    name: String,
+    /// Without one, the correspondent has rule `none`.
+    rule: Option<RuleBody>,
+}
+
+/// `PATCH /api/tags/{tag_id}`; a field left out is kept.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TagPatch {
+    #[schema(value_type = Option<TagName>)]
     name: Option<String>,
     /// Replaces the rule; it applies from each document's next analysis.
     rule: Option<RuleBody>,
+}
+
+/// `PATCH /api/correspondents/{correspondent_id}`; a field left out is kept.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CorrespondentPatch {
+    #[schema(value_type = Option<CorrespondentName>)]
+    name: Option<String>,
+    /// Replaces the rule; it applies from each document's next analysis.
+    rule: Option<RuleBody>,
+}
+
+impl From<NewTagBody> for NewLabel {
+    fn from(body: NewTagBody) -> Self {
+        Self {
+            name: body.name,
+            rule: body.rule.map(Rule::from).unwrap_or_default(),
+        }
+    }
+}
+
+impl From<NewCorrespondentBody> for NewLabel {
+    fn from(body: NewCorrespondentBody) -> Self {
+        Self {
+            name: body.name,
+            rule: body.rule.map(Rule::from).unwrap_or_default(),
+        }
+    }
+}
+
+impl From<TagPatch> for LabelChange {
+    fn from(body: TagPatch) -> Self {
+        Self {
+            name: body.name,
+            rule: body.rule.map(Rule::from),
+        }
+    }
+}
+
+impl From<CorrespondentPatch> for LabelChange {
+    fn from(body: CorrespondentPatch) -> Self {
+        Self {
+            name: body.name,
+            rule: body.rule.map(Rule::from),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -117,12 +197,8 @@ async fn create(
     state: web::Data<AppState>,
     caller: DocumentWriter,
     kind: LabelKind,
-    body: NewLabelBody,
+    new: NewLabel,
 ) -> Result<HttpResponse, ApiError> {
-    let new = NewLabel {
-        name: body.name,
-        rule: body.rule.map(Rule::from).unwrap_or_default(),
-    };
     let mut conn = state.connection().await?;
     let label = label_actions::create(&mut conn, &caller.tenant_write(), kind, new).await?;
     Ok(HttpResponse::Created().json(LabelView::from(label)))
@@ -133,12 +209,8 @@ async fn patch(
     caller: DocumentWriter,
     kind: LabelKind,
     id: Uuid,
-    body: LabelPatch,
+    change: LabelChange,
 ) -> Result<HttpResponse, ApiError> {
-    let change = LabelChange {
-        name: body.name,
-        rule: body.rule.map(Rule::from),
-    };
     let mut conn = state.connection().await?;
     let label = label_actions::change(&mut conn, &caller.tenant_write(), kind, id, change).await?;
     Ok(HttpResponse::Ok().json(LabelView::from(label)))
@@ -156,10 +228,10 @@ async fn delete(
 }
 
 #[utoipa::path(
-    get, path = "/api/tags", tag = "labels",
+    get, path = "/api/tags", tag = "labels", operation_id = "list_tags",
     params(
         ("after" = Option<String>, Query, description = "names after this one: the previous page's next_after"),
-        ("limit" = Option<i64>, Query, description = "1 to 1000, default 100"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000, description = "1 to 1000, default 100"),
     ),
     responses(
         (status = 200, description = "{tags: [...], next_after}: the tenant's tags by name, each with its matching rule"),
@@ -178,7 +250,7 @@ pub async fn list_tags(
 }
 
 #[utoipa::path(
-    post, path = "/api/tags", tag = "labels", request_body = NewLabelBody,
+    post, path = "/api/tags", tag = "labels", operation_id = "create_tag", request_body = NewTagBody,
     responses(
         (status = 201, description = "created", body = LabelView),
         (status = 409, description = "tag_name_taken", body = ProblemView, content_type = "application/problem+json"),
@@ -191,13 +263,13 @@ pub async fn list_tags(
 pub async fn create_tag(
     state: web::Data<AppState>,
     caller: DocumentWriter,
-    body: web::Json<NewLabelBody>,
+    body: JsonObject<NewTagBody>,
 ) -> Result<HttpResponse, ApiError> {
-    create(state, caller, LabelKind::Tag, body.into_inner()).await
+    create(state, caller, LabelKind::Tag, body.0.into()).await
 }
 
 #[utoipa::path(
-    get, path = "/api/tags/{tag_id}", tag = "labels",
+    get, path = "/api/tags/{tag_id}", tag = "labels", operation_id = "get_tag",
     params(("tag_id" = Uuid, Path, description = "tag id")),
     responses(
         (status = 200, description = "the tag", body = LabelView),
@@ -216,9 +288,9 @@ pub async fn get_tag(
 }
 
 #[utoipa::path(
-    patch, path = "/api/tags/{tag_id}", tag = "labels",
+    patch, path = "/api/tags/{tag_id}", tag = "labels", operation_id = "edit_tag",
     params(("tag_id" = Uuid, Path, description = "tag id")),
-    request_body = LabelPatch,
+    request_body = TagPatch,
     responses(
         (status = 200, description = "changed; a new rule applies from each document's next analysis (POST /api/documents/reanalyze applies it now)", body = LabelView),
         (status = 404, description = "no such tag in this tenant", body = ProblemView, content_type = "application/problem+json"),
@@ -233,20 +305,20 @@ pub async fn patch_tag(
     state: web::Data<AppState>,
     caller: DocumentWriter,
     path: web::Path<Uuid>,
-    body: web::Json<LabelPatch>,
+    body: JsonObject<TagPatch>,
 ) -> Result<HttpResponse, ApiError> {
     patch(
         state,
         caller,
         LabelKind::Tag,
         path.into_inner(),
-        body.into_inner(),
+        body.0.into(),
     )
     .await
 }
 
 #[utoipa::path(
-    delete, path = "/api/tags/{tag_id}", tag = "labels",
+    delete, path = "/api/tags/{tag_id}", tag = "labels", operation_id = "delete_tag",
     params(("tag_id" = Uuid, Path, description = "tag id")),
     responses(
         (status = 204, description = "deleted, and taken off every document"),
@@ -265,10 +337,10 @@ pub async fn delete_tag(
 }
 
 #[utoipa::path(
-    get, path = "/api/correspondents", tag = "labels",
+    get, path = "/api/correspondents", tag = "labels", operation_id = "list_correspondents",
     params(
         ("after" = Option<String>, Query, description = "names after this one: the previous page's next_after"),
-        ("limit" = Option<i64>, Query, description = "1 to 1000, default 100"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000, description = "1 to 1000, default 100"),
     ),
     responses(
         (status = 200, description = "{correspondents: [...], next_after}: the tenant's correspondents by name, each with its matching rule"),
@@ -293,7 +365,7 @@ pub async fn list_correspondents(
 }
 
 #[utoipa::path(
-    post, path = "/api/correspondents", tag = "labels", request_body = NewLabelBody,
+    post, path = "/api/correspondents", tag = "labels", operation_id = "create_correspondent", request_body = NewCorrespondentBody,
     responses(
         (status = 201, description = "created", body = LabelView),
         (status = 409, description = "correspondent_name_taken", body = ProblemView, content_type = "application/problem+json"),
@@ -306,13 +378,13 @@ pub async fn list_correspondents(
 pub async fn create_correspondent(
     state: web::Data<AppState>,
     caller: DocumentWriter,
-    body: web::Json<NewLabelBody>,
+    body: JsonObject<NewCorrespondentBody>,
 ) -> Result<HttpResponse, ApiError> {
-    create(state, caller, LabelKind::Correspondent, body.into_inner()).await
+    create(state, caller, LabelKind::Correspondent, body.0.into()).await
 }
 
 #[utoipa::path(
-    get, path = "/api/correspondents/{correspondent_id}", tag = "labels",
+    get, path = "/api/correspondents/{correspondent_id}", tag = "labels", operation_id = "get_correspondent",
     params(("correspondent_id" = Uuid, Path, description = "correspondent id")),
     responses(
         (status = 200, description = "the correspondent", body = LabelView),
@@ -337,9 +409,9 @@ pub async fn get_correspondent(
 }
 
 #[utoipa::path(
-    patch, path = "/api/correspondents/{correspondent_id}", tag = "labels",
+    patch, path = "/api/correspondents/{correspondent_id}", tag = "labels", operation_id = "edit_correspondent",
     params(("correspondent_id" = Uuid, Path, description = "correspondent id")),
-    request_body = LabelPatch,
+    request_body = CorrespondentPatch,
     responses(
         (status = 200, description = "changed; a new rule applies from each document's next analysis (POST /api/documents/reanalyze applies it now)", body = LabelView),
         (status = 404, description = "no such correspondent in this tenant", body = ProblemView, content_type = "application/problem+json"),
@@ -354,20 +426,20 @@ pub async fn patch_correspondent(
     state: web::Data<AppState>,
     caller: DocumentWriter,
     path: web::Path<Uuid>,
-    body: web::Json<LabelPatch>,
+    body: JsonObject<CorrespondentPatch>,
 ) -> Result<HttpResponse, ApiError> {
     patch(
         state,
         caller,
         LabelKind::Correspondent,
         path.into_inner(),
-        body.into_inner(),
+        body.0.into(),
     )
     .await
 }
 
 #[utoipa::path(
-    delete, path = "/api/correspondents/{correspondent_id}", tag = "labels",
+    delete, path = "/api/correspondents/{correspondent_id}", tag = "labels", operation_id = "delete_correspondent",
     params(("correspondent_id" = Uuid, Path, description = "correspondent id")),
     responses(
         (status = 204, description = "deleted, and taken off every document"),

@@ -26,12 +26,13 @@ const DEFAULT_LIMIT: i64 = 50;
 /// succeeds. A version takes no title: a `title` part is refused and nothing is kept.
 /// With an `Idempotency-Key` it is recorded once, as an upload is (`upload::record_once`).
 #[utoipa::path(
-    post, path = "/api/documents/{document_id}/versions", tag = "documents",
+    post, path = "/api/documents/{document_id}/versions", tag = "documents", operation_id = "upload_version",
     params(
         ("document_id" = Uuid, Path, description = "document id"),
         ("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION),
     ),
-    request_body(content = VersionForm, content_type = "multipart/form-data"),
+    request_body(content = VersionForm, content_type = "multipart/form-data",
+        encoding(("file" = (content_type = crate::views::ACCEPTED_FILE_TYPES)))),
     responses(
         (status = 201, description = "recorded with the next number, analysis queued; the previous version stays current until it succeeds (or, with Idempotency-Key, the first answer again: the document, the file's digest and its filename are the request; the repeat's bytes are not kept)", body = VersionUploadView,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
@@ -114,11 +115,11 @@ pub struct VersionsQuery {
 
 /// `GET /api/documents/{id}/versions`.
 #[utoipa::path(
-    get, path = "/api/documents/{document_id}/versions", tag = "documents",
+    get, path = "/api/documents/{document_id}/versions", tag = "documents", operation_id = "list_versions",
     params(
         ("document_id" = Uuid, Path, description = "document id"),
-        ("limit" = Option<i64>, Query, description = "1 to 100, default 50"),
-        ("before" = Option<i32>, Query, description = "only versions numbered below this (next_before of the previous page)"),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "1 to 100, default 50"),
+        ("before" = Option<i32>, Query, minimum = 1, description = "only versions numbered below this, 1 or more (next_before of the previous page)"),
     ),
     responses(
         (status = 200, description = "the document's versions, newest first: number, size, sha256, created, status, and which is current", body = VersionListView),
@@ -173,7 +174,7 @@ pub async fn list(
 /// `GET /api/documents/{id}/versions/{version_id}/content`: any version's bytes, current
 /// or not, pending, failed or superseded.
 #[utoipa::path(
-    get, path = "/api/documents/{document_id}/versions/{version_id}/content", tag = "documents",
+    get, path = "/api/documents/{document_id}/versions/{version_id}/content", tag = "documents", operation_id = "download_version",
     params(
         ("document_id" = Uuid, Path, description = "document id"),
         ("version_id" = Uuid, Path, description = "version id"),

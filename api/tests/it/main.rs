@@ -12,6 +12,7 @@ mod etags;
 mod events;
 mod fair_share;
 mod faults;
+mod finish_races;
 mod fixtures;
 mod fleet;
 mod helpers;

@@ -196,7 +196,12 @@ async fn rules_label_an_uploaded_text_and_the_labels_are_searchable() {
     );
     // The labels are in the search vector: "finance" is in no word of the text.
     let (status, body) = app
-        .json_as(Method::GET, &app.token, "/api/documents?q=finance", None)
+        .json_as(
+            Method::GET,
+            &app.token,
+            "/api/documents/search?q=finance",
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
@@ -410,7 +415,7 @@ async fn an_edited_rule_applies_at_the_next_analysis() {
         .json_as(
             Method::GET,
             &app.token,
-            "/api/documents?q=correspondence",
+            "/api/documents/search?q=correspondence",
             None,
         )
         .await;
@@ -441,7 +446,7 @@ async fn an_edited_rule_applies_at_the_next_analysis() {
         .json_as(
             Method::GET,
             &app.token,
-            "/api/documents?q=correspondence",
+            "/api/documents/search?q=correspondence",
             None,
         )
         .await;

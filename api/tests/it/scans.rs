@@ -66,7 +66,7 @@ async fn search(app: &TestApp, word: &str) -> Vec<Uuid> {
         .json_as(
             Method::GET,
             &app.token,
-            &format!("/api/documents?q={word}"),
+            &format!("/api/documents/search?q={word}"),
             None,
         )
         .await;

@@ -80,7 +80,7 @@ async fn search(app: &TestApp, q: &str) -> Vec<String> {
         .json_as(
             Method::GET,
             &app.token,
-            &format!("/api/documents?q={q}"),
+            &format!("/api/documents/search?q={q}"),
             None,
         )
         .await;

@@ -31,13 +31,14 @@ pub enum TitleFault {
 }
 
 /// A title as a client sent it (upload or edit), trimmed, or why it is refused: one
-/// rule for every way a title gets in.
+/// rule for every way a title gets in. The length limit counts what was sent, spaces
+/// around it included, as the OpenAPI document's `maxLength` does.
 pub fn checked_title(raw: &str) -> Result<String, TitleFault> {
     let title = raw.trim();
     if title.is_empty() {
         return Err(TitleFault::Empty);
     }
-    if title.chars().count() > MAX_TITLE_CHARS {
+    if raw.chars().count() > MAX_TITLE_CHARS {
         return Err(TitleFault::TooLong);
     }
     if title.chars().any(|c| c.is_control() || is_bidi_control(c)) {

@@ -20,11 +20,12 @@ pub const MAX_RULES_PER_KIND: i64 = 200;
 pub const MAX_PAGE: i64 = 1000;
 
 /// A label's name as a client sent it, trimmed, or why it is refused: one rule for the
-/// catalogue and for a document's edit.
+/// catalogue and for a document's edit. The length limit counts what was sent, spaces
+/// around it included, as the OpenAPI document's `maxLength` does.
 pub fn checked_name(kind: LabelKind, raw: &str) -> Result<String, ActionError> {
     let name = raw.trim();
     let max = kind.max_name_chars();
-    if name.is_empty() || name.chars().count() > max || name.chars().any(char::is_control) {
+    if name.is_empty() || raw.chars().count() > max || name.chars().any(char::is_control) {
         return Err(ActionError::Invalid {
             code: match kind {
                 LabelKind::Tag => "invalid_tags",

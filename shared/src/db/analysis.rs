@@ -73,7 +73,8 @@ struct Count {
 /// `PENDING | READY | FAILED → PROCESSING` for the analyzed version as the pipeline
 /// starts (a re-analysis included), and for the document too while that version is its
 /// current one: a new version's analysis leaves the document as ready as it was. False
-/// when the fence no longer holds or the document is gone or trashed.
+/// when the fence no longer holds or the document is gone or trashed. The document row
+/// is locked before the version's (`live`), the order of every writer of both.
 pub async fn start_processing(
     conn: &mut AsyncPgConnection,
     fence: &Fence,
@@ -89,7 +90,8 @@ pub async fn start_processing(
          live AS ( \
              SELECT id, current_version_id FROM documents \
              WHERE id = $1 AND tenant_id = $2 AND trashed_at IS NULL \
-               AND EXISTS (SELECT 1 FROM fenced)), \
+               AND EXISTS (SELECT 1 FROM fenced) \
+             FOR UPDATE), \
          version AS ( \
              UPDATE document_versions SET status = 'PROCESSING', processing_error = NULL \
              WHERE id = $7 AND document_id = $1 AND tenant_id = $2 \
