@@ -123,6 +123,8 @@ def print_table(runs, fig, tgts):
     for line in extra:
         print(f"  {line}")
     print("  q/peer is Quire's figure divided by the peer's (latency: below 1 is better).")
+    if runs.get("run", {}).get("debug_builds"):
+        print("  warning: QUIRE_BENCH_DEBUG=1 ran debug builds of Quire: these figures mean nothing")
     for name in ("celery", "graphile"):
         if runs.get(name, {}).get("contended"):
             print(f"  warning: {name}'s run was contended (other processes took > 0.15 core): rerun it")
@@ -152,7 +154,7 @@ def main():
     tgts = targets(runs, fig)
     ratios = {peer: {key: ratio(fig["quire"][key], value) for key, value in fig[peer].items()}
               for peer in fig if peer != "quire"}
-    print_table(runs, fig, tgts)
+    print_table(dict(runs, run=json.loads(a.meta)), fig, tgts)
     with open(a.out, "w") as f:
         json.dump({"run": json.loads(a.meta), "figures": fig, "ratios": ratios, "targets": tgts,
                    "raw": runs}, f, indent=2)

@@ -104,12 +104,20 @@ peers_run() {
   psql_bench() { as_pg psql -h 127.0.0.1 -p "$pg_port" -U postgres -qAt "$@"; }
   # Every system starts from the same server state: no checkpoint left over from the last.
   checkpoint() { psql_bench -c CHECKPOINT >/dev/null; }
+  # The peers' harness waits for an idle machine (< 15 % busy for 2 s, --quiet-wait s
+  # at most) before each of its phases; Quire's runs start the same way.
+  wait_quiet() {
+    PYTHONDONTWRITEBYTECODE=1 "$peers_venv/bin/python" -c \
+      'import sys; sys.path.insert(0, "bench/peers"); import bench; bench.wait_quiet(float(sys.argv[1]))' \
+      "$quiet_wait" >/dev/null
+  }
   # quire_bench NAME ARGS...: one quire-bench run, its JSON line to NAME.json, the whole
   # output to the logs.
   quire_bench() {
     local name="$1"
     shift
     checkpoint
+    wait_quiet
     say "quire: $name"
     $bin/quire-bench "$@" "${rest[@]}" | tee "$run_dir/logs/quire-$name.txt" | sed -n 1p >"$results/quire-$name.json"
   }
@@ -152,6 +160,7 @@ peers_run() {
   done
 
   checkpoint
+  wait_quiet
   say "peer: fastapi uploads (wrk, 16 connections, ${wrk_seconds}s)"
   # (app.py's on_event startup hook warns of its deprecation on import: not ours to fix.)
   (cd bench/peers/upload && env "${peer_env[@]}" PYTHONWARNINGS=ignore::DeprecationWarning \
