@@ -9,8 +9,8 @@ together. Standard library only (runs on the system python3).
 
 Inputs in --dir, each written by scripts/bench: quire-integrity.json, quire-500.json,
 quire-noop.json, quire-s3.json (optional; each quire-bench's first stdout line),
-celery.json, graphile.json (the harness's last stdout line) and fastapi-wrk.txt (wrk's output
-with bench/peers/upload/upload.lua)."""
+celery.json, graphile.json (the harness's last stdout line), fastapi-wrk.txt and quire-wrk.txt
+(wrk's output with bench/peers/upload/upload.lua against the FastAPI peer and quire-api)."""
 import argparse
 import json
 import os
@@ -27,16 +27,16 @@ def load(folder, name):
     return json.loads(text) if text else None
 
 
-def wrk_uploads(folder):
+def wrk_uploads(folder, system):
     """uploads/s, requests and errors from upload.lua's closing line, or None."""
-    path = os.path.join(folder, "fastapi-wrk.txt")
+    path = os.path.join(folder, f"{system}-wrk.txt")
     if not os.path.exists(path):
         return None
     with open(path) as f:
         found = re.search(r"UPLOADS (\d+) requests, ([\d.]+)/s, errors (\d+)", f.read())
     if not found:
         return None
-    return {"system": "fastapi", "requests": int(found[1]),
+    return {"system": system, "requests": int(found[1]),
             "uploads_per_second": float(found[2]), "errors": int(found[3])}
 
 
@@ -55,8 +55,15 @@ def figures(runs):
                          "p50": peer["p50_ms"], "p99": peer["p99_ms"], "uploads": None}
     if fastapi:
         out["fastapi"] = {"enqueue": None, "drain": None, "p50": None, "p99": None,
-                          "uploads": fastapi["uploads_per_second"] if not fastapi["errors"] else None}
+                          "uploads": wrk_figure(fastapi), "uploads_wrk": wrk_figure(fastapi)}
+    if quire and runs.get("quire_wrk"):
+        out["quire"]["uploads_wrk"] = wrk_figure(runs["quire_wrk"])
     return out
+
+
+def wrk_figure(run):
+    """A wrk run's uploads/s; none when any request failed (not every upload was stored)."""
+    return None if run["errors"] else run["uploads_per_second"]
 
 
 def ratio(a, b):
@@ -81,6 +88,7 @@ def targets(runs, fig):
     rows.append(("no-op drain ≥ 2× the integrity drain",
                  ratio(noop["drain_jobs_per_second"], q.get("drain")) if noop else None, 2.0, "min"))
     rows.append(("uploads (local storage) ≥ 5× the FastAPI peer's", ratio(q.get("uploads"), f.get("uploads")), 5.0, "min"))
+    rows.append(("  the same, both under wrk", ratio(q.get("uploads_wrk"), f.get("uploads_wrk")), 5.0, "min"))
     s3 = runs.get("quire_s3")
     rows.append(("uploads on S3 ≥ 3× the FastAPI peer's",
                  ratio(s3["http_uploads_per_second"], f.get("uploads")) if s3 else None, 3.0, "min"))
@@ -103,14 +111,14 @@ def print_table(runs, fig, tgts):
     peers = [s for s in systems if s != "quire"]
     rows = [("enqueue (jobs/s)", "enqueue", 0), ("drain (jobs/s)", "drain", 0),
             ("commit → finish p50, 50/s (ms)", "p50", 2), ("commit → finish p99, 50/s (ms)", "p99", 2),
-            ("uploads of 64 KiB, 16 clients (/s)", "uploads", 0)]
+            ("uploads of 64 KiB, 16 clients (/s)", "uploads", 0),
+            ("  the same, both under wrk (/s)", "uploads_wrk", 0)]
     head = f"  {'figure':<36}" + "".join(f"{names[s]:>10}" for s in systems) + \
         "".join(f"{'q/' + names[s]:>12}" for s in peers)
     print(head)
     for label, key, digits in rows:
-        line = f"  {label:<36}" + "".join(f"{number(fig[s][key], digits):>10}" for s in systems)
-        line += "".join(f"{number(ratio(fig['quire'][key], fig[s][key]) if 'quire' in fig else None, 2):>12}"
-                        for s in peers)
+        line = f"  {label:<36}" + "".join(f"{number(fig[s].get(key), digits):>10}" for s in systems)
+        line += "".join(f"{number(ratio(fig['quire'].get(key), fig[s].get(key)), 2):>12}" for s in peers)
         print(line)
     extra = []
     if runs.get("quire_noop"):
@@ -128,8 +136,9 @@ def print_table(runs, fig, tgts):
     for name in ("celery", "graphile"):
         if runs.get(name, {}).get("contended"):
             print(f"  warning: {name}'s run was contended (other processes took > 0.15 core): rerun it")
-    if runs.get("fastapi") and runs["fastapi"]["errors"]:
-        print(f"  warning: the FastAPI peer answered {runs['fastapi']['errors']} uploads with errors: no figure")
+    for name in ("fastapi", "quire_wrk"):
+        if runs.get(name) and runs[name]["errors"]:
+            print(f"  warning: {name}'s wrk run had {runs[name]['errors']} failed uploads: no figure")
     print()
     print("  targets (issue 19)")
     for t in tgts:
@@ -146,13 +155,13 @@ def main():
     runs = {"quire": load(a.dir, "quire-integrity.json"), "quire_500": load(a.dir, "quire-500.json"),
             "quire_noop": load(a.dir, "quire-noop.json"), "quire_s3": load(a.dir, "quire-s3.json"),
             "celery": load(a.dir, "celery.json"), "graphile": load(a.dir, "graphile.json"),
-            "fastapi": wrk_uploads(a.dir)}
+            "fastapi": wrk_uploads(a.dir, "fastapi"), "quire_wrk": wrk_uploads(a.dir, "quire")}
     runs = {k: v for k, v in runs.items() if v is not None}
     if "quire" not in runs:
         sys.exit("compare.py: no quire-integrity.json: nothing to compare")
     fig = figures(runs)
     tgts = targets(runs, fig)
-    ratios = {peer: {key: ratio(fig["quire"][key], value) for key, value in fig[peer].items()}
+    ratios = {peer: {key: ratio(fig["quire"].get(key), value) for key, value in fig[peer].items()}
               for peer in fig if peer != "quire"}
     print_table(dict(runs, run=json.loads(a.meta)), fig, tgts)
     with open(a.out, "w") as f:

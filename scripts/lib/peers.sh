@@ -48,15 +48,64 @@ ensure_peer_node() {
   (cd "$peers_node" && npm ci --no-audit --no-fund --silent >&2)
 }
 
-# The FastAPI peer's uvicorn (its parent stops its 2 workers on SIGTERM), if running;
+# The processes peers_run has running (the FastAPI peer's uvicorn, whose parent stops
+# its 2 workers on SIGTERM; a quire-api and its provisioning dispatcher and worker);
 # scripts/bench's exit trap calls this too.
-peers_api_pid=""
+peers_pids=()
 peers_cleanup() {
-  if [ -n "$peers_api_pid" ]; then
-    kill "$peers_api_pid" 2>/dev/null || true
-    wait "$peers_api_pid" 2>/dev/null || true
-    peers_api_pid=""
-  fi
+  local pid
+  for pid in "${peers_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${peers_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  peers_pids=()
+}
+
+# peers_wait_http URL LOG: until URL answers 200 (60 s at most, while the last process
+# started lives).
+peers_wait_http() {
+  local deadline=$((SECONDS + 60)) pid="${peers_pids[-1]}"
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' "$1")" = 200 ]; do
+    if [ "$SECONDS" -gt "$deadline" ] || ! kill -0 "$pid" 2>/dev/null; then
+      echo "$1 did not answer: see $2" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# peers_wrk TOKEN URL OUT: upload.lua's 64 KiB multipart uploads, 16 connections.
+peers_wrk() {
+  TOKEN="$1" SIZE=65536 wrk -t2 -c16 -d"${wrk_seconds}s" -s bench/peers/upload/upload.lua "$2" >"$3"
+}
+
+# peers_quire_wrk: quire-api under the same wrk run as the FastAPI peer, so that the
+# two upload figures also compare with one client. A dispatcher and a worker run only
+# while the tenant is provisioned (a job like any other); the API then runs alone, as
+# in quire-bench's upload run and in the harness's first measurement.
+peers_quire_wrk() {
+  local user=00000000-0000-7000-8000-0000000000b1 port tenant token
+  local quire_env=(QUIRE__REDIS__NAMESPACE=peers-wrk RUST_LOG=warn
+    QUIRE__DISPATCHER__PROBE_LISTEN= QUIRE__WORKER__PROBE_LISTEN= QUIRE__SERVER__ADMIN_LISTEN=
+    QUIRE__SCHEDULES__EMPTY_TRASH__ENABLED=false QUIRE__SCHEDULES__INTEGRITY_SCRUB__ENABLED=false
+    QUIRE__SCHEDULES__STORAGE_GC__ENABLED=false)
+  env "${quire_env[@]}" "$bin/quire-dispatcher" >"$run_dir/logs/quire-wrk-dispatcher.log" 2>&1 &
+  peers_pids+=($!)
+  env "${quire_env[@]}" "$bin/quire-worker" >"$run_dir/logs/quire-wrk-worker.log" 2>&1 &
+  peers_pids+=($!)
+  tenant="$(env "${quire_env[@]}" "$bin/quire-admin" tenant create --name peers-wrk --owner "$user")"
+  token="$(env "${quire_env[@]}" "$bin/quire-admin" token --tenant "$tenant" --user "$user" --ttl-seconds 3600)"
+  peers_cleanup
+  port="$(free_port)"
+  # The enqueue limit stays on at a rate no run reaches, as in quire-bench.
+  env "${quire_env[@]}" QUIRE__SERVER__HOST=127.0.0.1 QUIRE__SERVER__PORT="$port" \
+    QUIRE__ENQUEUE_LIMIT__PER_SECOND=100000 QUIRE__ENQUEUE_LIMIT__BURST=100000 \
+    "$bin/quire-api" >"$run_dir/logs/quire-wrk-api.log" 2>&1 &
+  peers_pids+=($!)
+  peers_wait_http "http://127.0.0.1:$port/readyz" "$run_dir/logs/quire-wrk-api.log"
+  checkpoint
+  wait_quiet
+  say "quire: uploads under wrk (16 connections, ${wrk_seconds}s)"
+  peers_wrk "$token" "http://127.0.0.1:$port/api/documents" "$results/quire-wrk.txt"
+  peers_cleanup
 }
 
 # peers_run [--jobs N] [--seconds T] [--uploads U] [--wrk-seconds S] [--quiet-wait W]
@@ -65,7 +114,8 @@ peers_cleanup() {
 # QUIRE__/DATABASE_URL environment): Quire's integrity bench (N jobs, T s at 50 jobs/s,
 # U uploads from 16 clients), its no-op drain, T s at 500 jobs/s and U uploads on S3;
 # then Celery and graphile-worker through bench/peers/bench.py on the same N and 50*T
-# trickle jobs, and the FastAPI upload peer under wrk (16 connections, S s); then
+# trickle jobs, and the FastAPI upload peer and quire-api under wrk (16 connections,
+# S s); then
 # bench/peers/compare.py's table and the combined JSON at PATH.
 peers_run() {
   local jobs=5000 seconds=10 uploads=2000 wrk_seconds=15 quiet_wait=60 s3=1 out="" rest=()
@@ -169,18 +219,12 @@ peers_run() {
   api_port="$(free_port)"
   env "${peer_env[@]}" "$peers_venv/bin/uvicorn" app:app --app-dir bench/peers/upload --workers 2 \
     --host 127.0.0.1 --port "$api_port" --log-level warning >"$run_dir/logs/fastapi.log" 2>&1 &
-  peers_api_pid=$!
-  local deadline=$((SECONDS + 60))
-  until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$api_port/openapi.json")" = 200 ]; do
-    if [ "$SECONDS" -gt "$deadline" ] || ! kill -0 "$peers_api_pid" 2>/dev/null; then
-      echo "the FastAPI peer did not start: see $run_dir/logs/fastapi.log" >&2
-      return 1
-    fi
-    sleep 0.2
-  done
-  TOKEN=peer-token SIZE=65536 wrk -t2 -c16 -d"${wrk_seconds}s" -s bench/peers/upload/upload.lua \
-    "http://127.0.0.1:$api_port/api/documents" >"$results/fastapi-wrk.txt"
+  peers_pids+=($!)
+  peers_wait_http "http://127.0.0.1:$api_port/openapi.json" "$run_dir/logs/fastapi.log"
+  peers_wrk peer-token "http://127.0.0.1:$api_port/api/documents" "$results/fastapi-wrk.txt"
   peers_cleanup
+
+  peers_quire_wrk
 
   local meta
   meta="$(jq -nc --arg commit "$(git rev-parse --short HEAD)" --arg debug "${QUIRE_BENCH_DEBUG:-0}" \
