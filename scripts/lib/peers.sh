@@ -1,7 +1,7 @@
-# What `scripts/bench peers` needs to run the peer systems of bench/peers/: a Python venv
-# (Celery, the harness's driver, the FastAPI upload peer), graphile-worker's node_modules,
-# and wrk. Sourced by scripts/bench only, after scripts/lib/services.sh (apt_install, say):
-# scripts/test and CI never install any of it.
+# `scripts/bench peers`: what the peer systems of bench/peers/ need (a Python venv for
+# Celery, the harness's driver and the FastAPI upload peer; graphile-worker's
+# node_modules; wrk), and the run itself (peers_run). Sourced by scripts/bench only, after
+# scripts/lib/services.sh (apt_install, say): scripts/test and CI never install any of it.
 
 # The venv and node_modules live under target/ (ignored by git, kept between runs, gone
 # with `cargo clean`): installing them takes a minute or two, the runs themselves seconds.
@@ -73,6 +73,8 @@ peers_wait_http() {
 }
 
 # peers_wrk TOKEN URL OUT: upload.lua's 64 KiB multipart uploads, 16 connections.
+# This and peers_quire_wrk run inside peers_run and use its locals (wrk_seconds,
+# run_dir, results) and helpers (checkpoint, wait_quiet).
 peers_wrk() {
   TOKEN="$1" SIZE=65536 wrk -t2 -c16 -d"${wrk_seconds}s" -s bench/peers/upload/upload.lua "$2" >"$3"
 }
@@ -115,8 +117,7 @@ peers_quire_wrk() {
 # U uploads from 16 clients), its no-op drain, T s at 500 jobs/s and U uploads on S3;
 # then Celery and graphile-worker through bench/peers/bench.py on the same N and 50*T
 # trickle jobs, and the FastAPI upload peer and quire-api under wrk (16 connections,
-# S s); then
-# bench/peers/compare.py's table and the combined JSON at PATH.
+# S s); then bench/peers/compare.py's table and the combined JSON at PATH.
 peers_run() {
   local jobs=5000 seconds=10 uploads=2000 wrk_seconds=15 quiet_wait=60 s3=1 out="" rest=()
   while [ "$#" -gt 0 ]; do
