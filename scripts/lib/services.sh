@@ -128,9 +128,13 @@ start_redis() {
 }
 
 stop_redis() {
-  local dir="$1"
+  local dir="$1" pid
   if [ -f "$dir/redis.pid" ]; then
-    kill "$(cat "$dir/redis.pid")" 2>/dev/null || true
+    pid="$(cat "$dir/redis.pid")"
+    kill "$pid" 2>/dev/null || true
+    # Waits (10 s at most): Redis logs its shutdown on the way out, and a caller that
+    # removes DIR at once would otherwise find it refilled ("Directory not empty").
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     rm -f "$dir/redis.pid"
   fi
 }
