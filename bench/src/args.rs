@@ -88,6 +88,9 @@ pub struct BenchArgs {
     /// its slots of each file).
     #[arg(long, default_value_t = 2)]
     pub corpus_sets: usize,
+    /// Analyze: only these files of the corpus (e.g. `text-pdf-1,plain-text`); none: all.
+    #[arg(long, value_delimiter = ',')]
+    pub corpus_files: Vec<String>,
     /// Fairness: tenant A's integrity jobs, enqueued 100 per commit.
     #[arg(long, default_value_t = 20_000)]
     pub fairness_backlog: usize,

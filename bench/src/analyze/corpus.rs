@@ -71,6 +71,25 @@ pub fn make() -> anyhow::Result<Vec<CorpusFile>> {
     ])
 }
 
+/// The files of `corpus` named in `names` (all of them when none is named); a name that
+/// is no file's is an error.
+pub fn only(corpus: Vec<CorpusFile>, names: &[String]) -> anyhow::Result<Vec<CorpusFile>> {
+    if let Some(unknown) = names
+        .iter()
+        .find(|name| !corpus.iter().any(|file| &file.name == *name))
+    {
+        let known: Vec<&str> = corpus.iter().map(|file| file.name.as_str()).collect();
+        bail!(
+            "no corpus file {unknown}: the files are {}",
+            known.join(", ")
+        );
+    }
+    Ok(corpus
+        .into_iter()
+        .filter(|file| names.is_empty() || names.contains(&file.name))
+        .collect())
+}
+
 /// The lines of page `page` of a letter: a heading with a date, then paragraphs.
 fn page_lines(page: u32) -> Vec<String> {
     let mut lines = vec![
@@ -271,6 +290,26 @@ mod tests {
             .expect("pdftotext");
         let chars = String::from_utf8_lossy(&text.stdout).trim().chars().count();
         (pages, chars)
+    }
+
+    #[test]
+    fn a_choice_of_files_keeps_those_and_refuses_unknown_names() {
+        let file = |name: &str| CorpusFile {
+            name: name.to_owned(),
+            content_type: "text/plain; charset=utf-8",
+            pages: 1,
+            bytes: Vec::new(),
+        };
+        let corpus = || vec![file("a"), file("b"), file("c")];
+        let names = |files: Vec<CorpusFile>| -> Vec<String> {
+            files.into_iter().map(|file| file.name).collect()
+        };
+        assert_eq!(names(only(corpus(), &[]).expect("all")), ["a", "b", "c"]);
+        assert_eq!(
+            names(only(corpus(), &["c".to_owned(), "a".to_owned()]).expect("two")),
+            ["a", "c"]
+        );
+        assert!(only(corpus(), &["d".to_owned()]).is_err());
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct Pass {
     pub peak_rss_bytes: u64,
     /// By hand: tool runs that exited unsuccessfully.
     pub failed_runs: usize,
+    /// Whether `cpu_seconds` includes the tools: Quire's count needs a cgroup of the
+    /// bench's own (`cgroup.rs`); without one it is the worker's alone.
+    pub tools_cpu_counted: bool,
 }
 
 impl Pass {
@@ -66,6 +69,7 @@ impl Pass {
             "cpu_seconds_per_page": self.cpu_seconds_per_page(),
             "peak_rss_bytes": self.peak_rss_bytes,
             "failed_runs": self.failed_runs,
+            "tools_cpu_counted": self.tools_cpu_counted,
         })
     }
 }
@@ -166,6 +170,13 @@ impl Report {
                 pass.slots, pass.failed_runs
             );
         }
+        for pass in self.passes.iter().filter(|pass| !pass.tools_cpu_counted) {
+            println!(
+                "{} at {} slots: CPU is the worker's alone (no cgroup v2 of the bench's own: run as root)",
+                pass.runner.as_str(),
+                pass.slots
+            );
+        }
         for overhead in self.overheads() {
             println!(
                 "overhead at {} slot(s): {:+.1} % wall ({}: at most {:.0} %), {:+.1} % CPU per page",
@@ -193,6 +204,7 @@ mod tests {
             cpu_seconds,
             peak_rss_bytes: 0,
             failed_runs: 0,
+            tools_cpu_counted: true,
         }
     }
 

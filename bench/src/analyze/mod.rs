@@ -7,6 +7,7 @@
 //! page, peak RSS of the tree and Quire's overhead over its tools (`figures.rs`).
 
 mod by_hand;
+mod cgroup;
 mod corpus;
 mod figures;
 mod tree;
@@ -31,6 +32,7 @@ use crate::args::BenchArgs;
 use crate::measure::{Committed, wait_finished};
 use crate::stack::{Scope, Stack};
 use by_hand::Document;
+use cgroup::CpuGroup;
 use corpus::CorpusFile;
 use figures::{Pass, Report, Runner};
 use tree::PeakSampler;
@@ -45,9 +47,19 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     let corpus = tokio::task::spawn_blocking(corpus::make)
         .await
         .context("the corpus maker panicked")??;
+    let corpus = corpus::only(corpus, &args.corpus_files)?;
     eprintln!("analyze: the pipeline analyzes each file once, its tool runs recorded");
     let analyzer = Analyzer::new(settings.analysis.clone());
     let recorded = by_hand::record(&analyzer, &corpus).await?;
+    for (file, recorded) in corpus.iter().zip(&recorded) {
+        let programs: Vec<String> = recorded
+            .runs
+            .iter()
+            .filter_map(|run| run.program.file_name())
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
+        eprintln!("analyze: {} runs {}", file.name, programs.join(", "));
+    }
 
     let suffix = Uuid::new_v4().simple().to_string()[..8].to_owned();
     let tenant_id = {
@@ -86,6 +98,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
             cpu_seconds: tree::children_cpu_seconds(me) - cpu_before,
             peak_rss_bytes,
             failed_runs: ran.failed_runs,
+            tools_cpu_counted: true,
         });
 
         eprintln!("analyze: {documents} documents through Quire, {slots} slot(s)");
@@ -163,8 +176,20 @@ impl QuirePass<'_> {
             workers: 1,
             ..self.args.clone()
         };
+        let group = CpuGroup::create(&format!("quire-bench-{}", self.namespace));
         let stack = Stack::start(&scope, &stack_args)?;
         let workers = stack.worker_pids();
+        // At once: the worker starts its first tool only after it has connected.
+        let group = group.filter(|group| {
+            workers.iter().all(|pid| {
+                group
+                    .adopt(*pid)
+                    .inspect_err(|error| {
+                        tracing::warn!(%error, path = %group.path().display(), "the worker stays outside the bench's cgroup");
+                    })
+                    .is_ok()
+            })
+        });
         let sampler = PeakSampler::start(workers.clone(), true);
         let drained = wait_finished(
             self.pool,
@@ -173,10 +198,17 @@ impl QuirePass<'_> {
             &committed,
         )
         .await;
-        // Read before the stop: a killed worker's /proc entry is gone.
-        let cpu_seconds = workers.iter().map(|pid| tree::cpu_seconds(*pid)).sum();
+        // Read before the stop: a killed worker's /proc entry is gone. Without a cgroup,
+        // the worker and the children it waited for: its tools' own time is missing.
+        let in_group = group.as_ref().and_then(|group| group.cpu_seconds().ok());
+        let tools_cpu_counted = in_group.is_some();
+        let cpu_seconds =
+            in_group.unwrap_or_else(|| workers.iter().map(|pid| tree::cpu_seconds(*pid)).sum());
         let peak_rss_bytes = sampler.stop().await;
         stack.stop().await;
+        if let Some(group) = group {
+            group.remove().await;
+        }
         let drained = drained?;
         if drained.succeeded as usize != documents {
             bail!(
@@ -193,6 +225,7 @@ impl QuirePass<'_> {
             cpu_seconds,
             peak_rss_bytes,
             failed_runs: 0,
+            tools_cpu_counted,
         })
     }
 
