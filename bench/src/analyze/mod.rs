@@ -176,7 +176,7 @@ impl QuirePass<'_> {
             workers: 1,
             ..self.args.clone()
         };
-        let group = CpuGroup::create(&format!("quire-bench-{}", self.namespace));
+        let group = CpuGroup::create(&format!("quire-{}", self.namespace));
         let stack = Stack::start(&scope, &stack_args)?;
         let workers = stack.worker_pids();
         // At once: the worker starts its first tool only after it has connected.
