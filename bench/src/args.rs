@@ -34,11 +34,15 @@ pub enum Workload {
     Noop,
     /// verify-document on stored files of --file-size bytes (SHA-256 and size).
     Integrity,
+    /// analyze-document over a corpus the bench makes (text and scanned PDFs, PNG and
+    /// JPEG scans, plain text) at 1 slot and at the machine's cores, against the same
+    /// tools run by hand (docs/benchmarks.md, "The analyze pipeline").
+    Analyze,
 }
 
 /// Measure the real stack: enqueue, drain, steady-rate latency and HTTP uploads (see
 /// docs/benchmarks.md). Run it only against a database no other dispatcher serves.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "quire-bench", version)]
 pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "standard")]
@@ -80,6 +84,13 @@ pub struct BenchArgs {
     /// printed (e.g. `local,s3`); none: the backend the settings name.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub storage: Vec<StorageChoice>,
+    /// Analyze: copies of the corpus per slot of a pass (each pass runs this many times
+    /// its slots of each file).
+    #[arg(long, default_value_t = 2)]
+    pub corpus_sets: usize,
+    /// Analyze: only these files of the corpus (e.g. `text-pdf-1,plain-text`); none: all.
+    #[arg(long, value_delimiter = ',')]
+    pub corpus_files: Vec<String>,
     /// Fairness: tenant A's integrity jobs, enqueued 100 per commit.
     #[arg(long, default_value_t = 20_000)]
     pub fairness_backlog: usize,

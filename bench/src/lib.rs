@@ -16,7 +16,8 @@
 //!   commits per job (pg_stat_database) over the drain.
 //!
 //! `--scenario fairness` measures instead one tenant's uploads beside another tenant's
-//! backlog, and each alone (`fairness.rs`).
+//! backlog, and each alone (`fairness.rs`); `--workload analyze` the analyze pipeline
+//! over a corpus of real files against the same tools run by hand (`analyze/`).
 //!
 //! `--storage local,s3` runs all of it once per storage backend named (every process of
 //! a run on that backend) and prints each run, then the two side by side.
@@ -26,6 +27,7 @@
 //! A crate of its own, not a `quire-admin` command: its raw SQL, /proc reading and
 //! process launching have no place in the API's build.
 
+mod analyze;
 mod args;
 mod fairness;
 mod measure;
@@ -59,6 +61,9 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         .context("failed to connect to the database")?;
     if args.scenario == Scenario::Fairness {
         return fairness::run(settings, &args, &pool).await;
+    }
+    if args.workload == Workload::Analyze {
+        return analyze::run(settings, &args, &pool).await;
     }
     // One run per storage backend named (or one on the configured backend), each on a
     // tenant and namespace of its own; every JSON line first, then each table.

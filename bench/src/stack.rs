@@ -61,6 +61,14 @@ impl Stack {
         (Usage::of(&self.dispatcher), workers)
     }
 
+    /// The process ids of the workers still running.
+    pub fn worker_pids(&self) -> Vec<i32> {
+        self.workers
+            .iter()
+            .filter_map(|worker| worker.id().and_then(|pid| i32::try_from(pid).ok()))
+            .collect()
+    }
+
     pub async fn stop(mut self) {
         self.dispatcher.kill().await;
         for worker in &mut self.workers {

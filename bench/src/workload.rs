@@ -8,7 +8,7 @@ use quire_shared::db::documents::NewDocument;
 use quire_shared::db::intake::{self, NewIntake};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::tenants::TenantWrite;
-use quire_shared::jobs::{BackgroundJob, BenchNoop, VerifyDocument};
+use quire_shared::jobs::{AnalyzeDocument, BackgroundJob, BenchNoop, VerifyDocument};
 use quire_shared::storage::{self, StorageKey, put_digested};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -29,12 +29,13 @@ impl Bench {
         match self.workload {
             Workload::Noop => BenchNoop::JOB_TYPE,
             Workload::Integrity => VerifyDocument::JOB_TYPE,
+            Workload::Analyze => AnalyzeDocument::JOB_TYPE,
         }
     }
 
     /// Stored files and their rows for the integrity workload, made before any timing.
     pub async fn prepare(&self, count: usize) -> anyhow::Result<Vec<NewDocument>> {
-        if self.workload == Workload::Noop {
+        if self.workload != Workload::Integrity {
             return Ok(Vec::new());
         }
         let store =
@@ -88,6 +89,10 @@ impl Bench {
                             .context("a bench job collided with an active one")
                     })
                     .collect::<anyhow::Result<_>>()?
+            }
+            // Its documents are a corpus of real files: `analyze/` enqueues them.
+            Workload::Analyze => {
+                anyhow::bail!("the analyze workload is not enqueued by the standard scenario")
             }
             Workload::Integrity => {
                 let documents = prepared

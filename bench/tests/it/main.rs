@@ -205,3 +205,55 @@ async fn one_invocation_measures_local_storage_and_s3_side_by_side() {
         "and side by side: {out}"
     );
 }
+
+/// The analyze workload on the two quickest files of its corpus (no OCR): the pipeline's
+/// tool runs are recorded and run by hand, Quire analyzes as many documents, at 1 slot
+/// and at the machine's cores, and the report holds both and the overhead of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_analyze_workload_measures_quire_against_its_tools_by_hand() {
+    let context = TestContext::new().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
+        .args([
+            "--workload",
+            "analyze",
+            "--corpus-files",
+            "text-pdf-1,plain-text",
+            "--corpus-sets",
+            "1",
+        ])
+        .envs(context.process_env())
+        .output()
+        .await
+        .expect("run quire-bench");
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench analyze failed: {err}\n{out}"
+    );
+    let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+        .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+    assert_eq!(report["workload"], "analyze");
+    let passes = report["passes"].as_array().expect("passes");
+    let cores = report["cores"].as_u64().expect("cores");
+    let concurrencies = if cores > 1 { 2 } else { 1 };
+    assert_eq!(passes.len(), 2 * concurrencies, "{report}");
+    for pass in passes {
+        let slots = pass["slots"].as_u64().expect("slots");
+        assert!(slots == 1 || slots == cores, "{pass}");
+        assert_eq!(pass["documents"], 2 * slots, "{pass}");
+        assert_eq!(pass["pages"], 2 * slots, "{pass}");
+        assert_eq!(pass["failed_runs"], 0, "{pass}");
+        for key in ["wall_seconds", "pages_per_second", "cpu_seconds_per_page"] {
+            assert!(pass[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {pass}");
+        }
+    }
+    let overheads = report["overhead"].as_array().expect("overheads");
+    assert_eq!(overheads.len(), concurrencies, "{report}");
+    assert!(
+        overheads
+            .iter()
+            .all(|overhead| overhead["met"].is_boolean())
+    );
+    assert!(out.contains("overhead at 1 slot(s)"), "and a table: {out}");
+}

@@ -6,8 +6,9 @@
 //! stderr goes to the log only.
 
 use std::ffi::{OsStr, OsString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -95,6 +96,33 @@ async fn read_bounded(
 
 const STDERR_LIMIT: usize = 16 * 1024;
 
+/// One tool run as the pipeline asked for it: the program (resolved on `PATH`), its
+/// arguments, its current folder and its whole environment; the limits and the sandbox
+/// around it are not part of it. `quire-bench` records them ([`record`]) to run the very
+/// same commands by hand, so that its by-hand baseline cannot drift from the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub work: PathBuf,
+    pub env: Vec<(OsString, OsString)>,
+}
+
+tokio::task_local! {
+    /// The runs of the analysis being recorded; unset (and never looked at beyond a
+    /// check) in the worker.
+    static RECORDING: Arc<Mutex<Vec<Invocation>>>;
+}
+
+/// Runs `future` (an analysis) and returns, beside its output, every tool run it asked
+/// for, in order. Only runs made on `future`'s own task are seen.
+pub async fn record<F: Future>(future: F) -> (F::Output, Vec<Invocation>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let output = RECORDING.scope(Arc::clone(&log), future).await;
+    let runs = std::mem::take(&mut *log.lock().unwrap_or_else(PoisonError::into_inner));
+    (output, runs)
+}
+
 /// Runs `program args…` (found on the worker's `PATH`) confined and under `limits`, and
 /// returns its stdout.
 pub async fn run<I, S>(
@@ -112,17 +140,33 @@ where
         tool: tool.clone(),
         source: std::io::Error::new(std::io::ErrorKind::NotFound, error),
     })?;
+    let args: Vec<OsString> = args
+        .into_iter()
+        .map(|arg| arg.as_ref().to_owned())
+        .collect();
+    let env = sandbox::environment(confinement.work);
+    // Outside a recording (the worker) this is one failed look-up.
+    let _ = RECORDING.try_with(|log| {
+        log.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Invocation {
+                program: path.clone(),
+                args: args.clone(),
+                work: confinement.work.to_owned(),
+                env: env.clone(),
+            });
+    });
     let mut command = Command::new("prlimit");
     command
         .arg(format!("--as={}", limits.memory_bytes))
         .arg(format!("--cpu={}", limits.cpu_seconds))
         .arg("--")
         .args(sandbox::argv(confinement.sandbox, &path, confinement.work))
-        .args(args)
+        .args(&args)
         // Nothing of the worker's environment (its secrets, its database URL) but the
         // allowlist.
         .env_clear()
-        .envs(sandbox::environment(confinement.work))
+        .envs(env)
         .current_dir(confinement.work)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -234,6 +278,41 @@ mod tests {
             cpu_seconds: 10,
             max_output_bytes: 1024,
         }
+    }
+
+    #[tokio::test]
+    async fn a_recording_holds_every_run_of_its_analysis_in_order() {
+        let work = tempfile::tempdir().expect("work");
+        let ((), runs) = record(async {
+            run("sh", ["-c", "true"], open(&work), limits(5000))
+                .await
+                .expect("runs");
+            let _ = run("sh", ["-c", "exit 3"], open(&work), limits(5000)).await;
+        })
+        .await;
+        let args: Vec<Vec<OsString>> = runs.iter().map(|run| run.args.clone()).collect();
+        assert_eq!(
+            args,
+            [
+                vec![OsString::from("-c"), OsString::from("true")],
+                vec![OsString::from("-c"), OsString::from("exit 3")],
+            ]
+        );
+        assert!(
+            runs.iter()
+                .all(|run| run.program.ends_with("sh") && run.work == work.path())
+        );
+        assert!(
+            runs[0]
+                .env
+                .iter()
+                .any(|(name, value)| name == "OMP_THREAD_LIMIT" && value == "1"),
+            "the environment the tool got is recorded"
+        );
+        // Outside a recording nothing is kept, and nothing fails.
+        run("sh", ["-c", "true"], open(&work), limits(5000))
+            .await
+            .expect("runs");
     }
 
     #[tokio::test]
