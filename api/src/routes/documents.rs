@@ -41,7 +41,9 @@ use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView};
                 ("DownloadThumbnail" = (operation_id = "download_thumbnail", parameters(("document_id" = "$response.body#/document/id")))),
                 ("ListProcessingJobs" = (operation_id = "list_processing_jobs", parameters(("document_id" = "$response.body#/document/id")))),
                 ("GetProcessingJob" = (operation_id = "get_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id")))),
-                ("RetryProcessingJob" = (operation_id = "retry_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id"))))
+                ("RetryProcessingJob" = (operation_id = "retry_processing_job", parameters(("document_id" = "$response.body#/document/id"), ("job_id" = "$response.body#/job/id")))),
+                ("UploadVersion" = (operation_id = "upload_version", parameters(("document_id" = "$response.body#/document/id")))),
+                ("ListVersions" = (operation_id = "list_versions", parameters(("document_id" = "$response.body#/document/id"))))
             )),
         (status = 400, description = "invalid_idempotency_key; not valid multipart/form-data (invalid_multipart), no `file` part (missing_file), a second one (multiple_files), or a part other than `file` and `title` (unknown_part); nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "no documents:write, or the tenant is suspended (tenant_suspended) or was reset or deleted while the body was on its way (tenant_unavailable); nothing is stored", body = ProblemView, content_type = "application/problem+json"),

@@ -35,7 +35,11 @@ const DEFAULT_LIMIT: i64 = 50;
         encoding(("file" = (content_type = crate::views::ACCEPTED_FILE_TYPES)))),
     responses(
         (status = 201, description = "recorded with the next number, analysis queued; the previous version stays current until it succeeds (or, with Idempotency-Key, the first answer again: the document, the file's digest and its filename are the request; the repeat's bytes are not kept)", body = VersionUploadView,
-            headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer"))),
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replayed answer")),
+            links(
+                ("DownloadVersion" = (operation_id = "download_version", parameters(("document_id" = "$request.path.document_id"), ("version_id" = "$response.body#/version/id")))),
+                ("ListVersions" = (operation_id = "list_versions", parameters(("document_id" = "$request.path.document_id"))))
+            )),
         (status = 400, description = "invalid_idempotency_key, invalid multipart, or a part other than \"file\"", body = ProblemView, content_type = "application/problem+json"),
         (status = 403, description = "no documents:write, or the tenant is suspended, reset or deleted; nothing is stored", body = ProblemView, content_type = "application/problem+json"),
         (status = 404, description = "no such document in this tenant", body = ProblemView, content_type = "application/problem+json"),

@@ -111,7 +111,10 @@ async fn schemathesis_finds_no_fault_in_the_served_openapi_document() {
         ])
         .args(["--request-timeout", "20"])
         .args(["--generation-database", "none"])
-        .args(["--workers", "2"])
+        // One worker thread: with two, CPython 3.11's parser, which Hypothesis calls to
+        // describe its filters, failed with "AST constructor recursion depth mismatch"
+        // (a thread-safety bug of CPython's AST constructor, fixed in later releases).
+        .args(["--workers", "1"])
         .arg("--no-color"))
     .await;
     println!("{output}");

@@ -97,8 +97,18 @@ async fn a_fleet_on_four_hosts_loses_nothing_when_a_worker_host_or_the_storage_n
     .await;
     let storage = fleet.seaweed.address;
     fleet.net.link_down(storage);
-    // The outage is a span of time, not a condition: 10 s, as an operator would see it.
+    // The outage is a span of time, not a condition: 10 s, as an operator would see it;
+    // and it lasts until an upload has met it (each gives up on storage within seconds),
+    // so a slow machine cannot make the outage pass unseen.
     tokio::time::sleep(OUTAGE).await;
+    let met_at = began.elapsed();
+    eventually(
+        Duration::from_secs(60),
+        "an upload meets the outage (503)",
+        || async { (uploader.unavailable() > 0).then_some(()) },
+    )
+    .await;
+    let outage_extended_by = began.elapsed().saturating_sub(met_at);
     fleet.net.link_up(storage);
     let after_outage = checks::documents(&pool, tenant).await + 20;
     eventually(
@@ -147,8 +157,8 @@ async fn a_fleet_on_four_hosts_loses_nothing_when_a_worker_host_or_the_storage_n
     fleet.assert_alive();
     println!(
         "fleet: set up in {set_up:?}; host 1 cut for {down_for:?} holding {} jobs, \
-         {DOCUMENTS} documents READY after {first_phase:?}; storage cut for {OUTAGE:?}: \
-         {} uploads, {unavailable} answered 503, {} unnamed uploads and {} superseded \
+         {DOCUMENTS} documents READY after {first_phase:?}; storage cut for {OUTAGE:?} \
+         (+{outage_extended_by:?} until an upload met it): {} uploads, {unavailable} answered 503, {} unnamed uploads and {} superseded \
          assets left for GC; {created} documents READY after {:?}",
         held.len(),
         outage_answers.len(),

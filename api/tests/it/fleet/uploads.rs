@@ -25,6 +25,8 @@ pub struct Uploader {
     token: String,
     /// Makes every document's bytes unique (duplicates are refused with 409).
     run: Uuid,
+    /// Uploads answered 503 so far, for a test that waits for the first.
+    unavailable: AtomicUsize,
 }
 
 impl Uploader {
@@ -39,7 +41,13 @@ impl Uploader {
             url: format!("{api_url}/api/documents"),
             token: token.to_owned(),
             run: Uuid::new_v4(),
+            unavailable: AtomicUsize::new(0),
         })
+    }
+
+    /// How many uploads were answered 503 so far.
+    pub fn unavailable(&self) -> usize {
+        self.unavailable.load(Ordering::Relaxed)
     }
 
     pub async fn upload(&self, number: usize) -> Answer {
@@ -76,7 +84,10 @@ impl Uploader {
                 document_id: crate::helpers::uuid_at(&body, "/document/id"),
                 job_id: crate::helpers::uuid_at(&body, "/job/id"),
             },
-            503 if problem && body["status"] == 503 => Answer::Unavailable,
+            503 if problem && body["status"] == 503 => {
+                self.unavailable.fetch_add(1, Ordering::Relaxed);
+                Answer::Unavailable
+            }
             _ => Answer::Other(format!("{status} (problem+json: {problem}) {body}")),
         }
     }
