@@ -390,7 +390,6 @@ async fn succeed(
     let mut conn = context.pool().get().await?;
     let applied = conn
         .transaction::<_, DbError, _>(async |conn| {
-            lock_document_first(conn, job, true).await?;
             if !jobs::mark_succeeded(conn, fence).await? {
                 return Ok(false);
             }
@@ -415,12 +414,15 @@ async fn fail(
 ) -> Result<bool, DbError> {
     let (code, message) = (error.code(), error.safe_message());
     conn.transaction::<_, DbError, _>(async |conn| {
-        lock_document_first(conn, job, fail_document).await?;
         if !jobs::mark_failed(conn, fence, code, message).await? {
             return Ok(false);
         }
         pass_finish_point(job).await;
         let document = job.document_id.filter(|_| fail_document);
+        if let Some(document_id) = document {
+            // The document before its version (the failure writes both): the lock order.
+            documents::lock_document(conn, job.tenant_id, document_id).await?;
+        }
         // True only when the document itself moved: a newer version's failed analysis
         // leaves the current version, and the document, as they were.
         let document_failed = match document {
@@ -431,20 +433,6 @@ async fn fail(
         Ok(true)
     })
     .await
-}
-
-/// Locks the job's document, when the finish writes it, before the job row: the order of
-/// every transaction that writes both (a trash locks the document, then cancels its
-/// jobs). Job first and document second would deadlock against a trash in between.
-async fn lock_document_first(
-    conn: &mut AsyncPgConnection,
-    job: &Job,
-    writes_document: bool,
-) -> Result<(), DbError> {
-    if let Some(document_id) = job.document_id.filter(|_| writes_document) {
-        documents::lock_document(conn, job.tenant_id, document_id).await?;
-    }
-    Ok(())
 }
 
 /// Where a fault test holds a finishing transaction (a no-op in a normal build).

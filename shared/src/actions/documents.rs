@@ -117,6 +117,8 @@ pub async fn delete_if(
     let deleted = conn
         .transaction::<_, ActionError, _>(async |conn| {
             hold(conn, &caller.tenant_write()).await?;
+            // Job rows before the document row: the lock order of every finish and cancel.
+            jobs::lock_document_jobs(conn, tenant_id, document_id).await?;
             if let Some(document) =
                 documents::trash_document(conn, tenant_id, document_id, if_match).await?
             {

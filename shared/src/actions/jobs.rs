@@ -169,6 +169,8 @@ pub async fn cancel(
                 return Ok(false);
             }
             if let (true, Some(document_id)) = (owns_document_status(&job), job.document_id) {
+                // The document before its versions (settle writes both): the lock order.
+                documents::lock_document(conn, job.tenant_id, document_id).await?;
                 documents::settle_after_cancel(conn, job.tenant_id, document_id, &owners).await?;
             }
             Ok(true)

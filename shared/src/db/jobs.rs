@@ -764,6 +764,27 @@ fn counted_cancellations(cancelled: Count) -> usize {
     cancelled
 }
 
+/// Locks every active job of a document, in id order: the first step of a trash, which
+/// takes a document's job rows before the document row, the order every finish and
+/// cancel takes them (job, then document, then versions); see docs/decisions.md, "Lock
+/// order". A job finishing meanwhile is waited for, then skipped (no longer active).
+pub async fn lock_document_jobs(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    document_id: Uuid,
+) -> Result<(), DbError> {
+    diesel::sql_query(
+        "SELECT id FROM processing_jobs \
+         WHERE tenant_id = $1 AND document_id = $2 AND status IN ('QUEUED', 'RUNNING') \
+         ORDER BY id FOR UPDATE",
+    )
+    .bind::<SqlUuid, _>(tenant_id)
+    .bind::<SqlUuid, _>(document_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// `QUEUED | RUNNING → CANCELLED` for every active job of a document, and
 /// `PENDING | PUBLISHING → CANCELLED` for their events, in one statement (call in the
 /// trash transaction). A running handler notices at its next heartbeat.
