@@ -747,15 +747,24 @@ pub async fn retry_failed_job(
 /// The end of every cancellation statement, after a CTE `jobs` of the cancelled job ids:
 /// their undelivered events are cancelled too, in the same statement (so no dispatcher
 /// publishes a cancelled job), and the statement answers how many jobs it cancelled.
+/// The event rows are locked in id order first, the order every statement that writes
+/// several events takes them (`outbox::mark_published`, `outbox::release_for_retry`): a
+/// cancel of 220 jobs against a dispatcher marking its batch published took the same
+/// events in opposite orders and deadlocked (`faults::cancel`).
 macro_rules! cancel_events_cte {
     () => {
-        "events AS ( \
-             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
+        "held_events AS ( \
+             SELECT id FROM outbox_events \
              WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING') \
+             ORDER BY id FOR UPDATE), \
+         events AS ( \
+             UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
+             WHERE id IN (SELECT id FROM held_events) AND status IN ('PENDING', 'PUBLISHING') \
              RETURNING id) \
          SELECT count(*) AS count FROM jobs"
     };
 }
+pub(crate) use cancel_events_cte;
 
 /// A cancellation statement's count, also counted in the metrics.
 fn counted_cancellations(cancelled: Count) -> usize {

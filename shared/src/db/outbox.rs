@@ -78,7 +78,9 @@ pub async fn claim_due_events(
 /// waiting could deadlock. Whoever holds a queued job is claiming, cancelling or
 /// deleting it, which ends its time in flight anyway; a skip that was not (the holder
 /// rolled back) only leaves the job uncounted, one message over the bound, never a lost
-/// one (lost-message recovery does not read the column). Returns how many it marked.
+/// one (lost-message recovery does not read the column). The events are locked in id
+/// order first, as a cancel locks them (`jobs::cancel_events_cte`): in the order of the
+/// batch, the two deadlocked. Returns how many it marked.
 pub async fn mark_published(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,
@@ -87,12 +89,17 @@ pub async fn mark_published(
     let ids: Vec<Uuid> = published.iter().map(|p| p.event_id).collect();
     let task_ids: Vec<Uuid> = published.iter().map(|p| p.task_id).collect();
     let marked = diesel::sql_query(
-        "WITH marked AS ( \
+        "WITH held AS ( \
+             SELECT id FROM outbox_events \
+             WHERE id = ANY($1) AND status = 'PUBLISHING' AND claimed_by = $3 \
+             ORDER BY id FOR UPDATE), \
+         marked AS ( \
              UPDATE outbox_events AS e \
              SET status = 'PUBLISHED', published_at = now(), broker_task_id = p.task_id, \
                  last_error = NULL \
              FROM unnest($1::uuid[], $2::uuid[]) AS p(id, task_id) \
-             WHERE e.id = p.id AND e.status = 'PUBLISHING' AND e.claimed_by = $3 \
+             WHERE e.id = p.id AND e.id IN (SELECT id FROM held) \
+               AND e.status = 'PUBLISHING' AND e.claimed_by = $3 \
              RETURNING e.id, e.job_id), \
          locked AS ( \
              SELECT j.id FROM processing_jobs AS j JOIN marked AS m ON m.job_id = j.id \
@@ -122,7 +129,8 @@ struct MarkedCount {
 }
 
 /// `PUBLISHING → PENDING` after a failed push: one more publish attempt, due again after
-/// each event's own backoff, with a safe error. Events are never dropped.
+/// each event's own backoff, with a safe error. Events are never dropped. Locks them in
+/// id order first, like every statement that writes several events.
 pub async fn release_for_retry(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,
@@ -132,12 +140,17 @@ pub async fn release_for_retry(
     let ids: Vec<Uuid> = retries.iter().map(|r| r.event_id).collect();
     let delays: Vec<i64> = retries.iter().map(|r| duration_millis(r.delay)).collect();
     Ok(diesel::sql_query(
-        "UPDATE outbox_events AS e \
+        "WITH held AS ( \
+             SELECT id FROM outbox_events \
+             WHERE id = ANY($1) AND status = 'PUBLISHING' AND claimed_by = $3 \
+             ORDER BY id FOR UPDATE) \
+         UPDATE outbox_events AS e \
          SET status = 'PENDING', publish_attempts = e.publish_attempts + 1, \
              next_attempt_at = now() + r.delay_ms * interval '1 millisecond', \
              claimed_at = NULL, claimed_by = NULL, last_error = $4 \
          FROM unnest($1::uuid[], $2::int8[]) AS r(id, delay_ms) \
-         WHERE e.id = r.id AND e.status = 'PUBLISHING' AND e.claimed_by = $3",
+         WHERE e.id = r.id AND e.id IN (SELECT id FROM held) \
+           AND e.status = 'PUBLISHING' AND e.claimed_by = $3",
     )
     .bind::<Array<SqlUuid>, _>(ids)
     .bind::<Array<Int8>, _>(delays)
@@ -149,15 +162,21 @@ pub async fn release_for_retry(
 }
 
 /// `PUBLISHING → PENDING` for claims older than `claim_timeout`: their dispatcher died or
-/// hung mid-batch. Publishing such an event twice is harmless (the claim dedupes).
+/// hung mid-batch. Publishing such an event twice is harmless (the claim dedupes). In id
+/// order, like every statement that writes several events.
 pub async fn recover_expired_claims(
     conn: &mut AsyncPgConnection,
     claim_timeout: Duration,
 ) -> Result<usize, DbError> {
     Ok(diesel::sql_query(
-        "UPDATE outbox_events \
+        "WITH held AS ( \
+             SELECT id FROM outbox_events \
+             WHERE status = 'PUBLISHING' AND claimed_at < now() - $1 * interval '1 millisecond' \
+             ORDER BY id FOR UPDATE) \
+         UPDATE outbox_events \
          SET status = 'PENDING', claimed_at = NULL, claimed_by = NULL \
-         WHERE status = 'PUBLISHING' AND claimed_at < now() - $1 * interval '1 millisecond'",
+         WHERE id IN (SELECT id FROM held) AND status = 'PUBLISHING' \
+           AND claimed_at < now() - $1 * interval '1 millisecond'",
     )
     .bind::<Int8, _>(duration_millis(claim_timeout))
     .execute(conn)

@@ -7,6 +7,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use super::DbError;
+use super::jobs::cancel_events_cte;
 
 async fn run_all(
     conn: &mut AsyncPgConnection,
@@ -80,24 +81,26 @@ pub async fn remove_other_jobs(
         "WITH queued AS ( \
              SELECT id FROM processing_jobs \
              WHERE tenant_id = $1 AND status = 'QUEUED' AND id <> $2 FOR UPDATE), \
-         events AS (DELETE FROM outbox_events WHERE job_id IN (SELECT id FROM queued)) \
+         held_events AS ( \
+             SELECT id FROM outbox_events WHERE job_id IN (SELECT id FROM queued) \
+             ORDER BY id FOR UPDATE), \
+         events AS (DELETE FROM outbox_events WHERE id IN (SELECT id FROM held_events)) \
          DELETE FROM processing_jobs WHERE id IN (SELECT id FROM queued)",
     )
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(except_job_id)
     .execute(conn)
     .await?;
-    diesel::sql_query(
+    diesel::sql_query(concat!(
         "WITH jobs AS ( \
              UPDATE processing_jobs \
              SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
                  error_code = 'cancelled', error_message = 'the tenant was deleted', \
                  updated_at = now() \
              WHERE tenant_id = $1 AND status = 'RUNNING' AND id <> $2 \
-             RETURNING id) \
-         UPDATE outbox_events SET status = 'CANCELLED', claimed_at = NULL, claimed_by = NULL \
-         WHERE job_id IN (SELECT id FROM jobs) AND status IN ('PENDING', 'PUBLISHING')",
-    )
+             RETURNING id), ",
+        cancel_events_cte!()
+    ))
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<SqlUuid, _>(except_job_id)
     .execute(conn)
