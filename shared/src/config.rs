@@ -207,6 +207,9 @@ pub struct AnalysisSettings {
     pub date_languages: Vec<DateLanguage>,
     /// Pages of a scanned PDF that are read by OCR; a scan with more gets no archive copy.
     pub ocr_max_pages: u32,
+    /// The most pixels of one page that orientation detection, straightening and OCR
+    /// work on, in millions; a larger page is scaled down first (its resolution with it).
+    pub ocr_max_megapixels: u32,
     pub thumbnail_width: u32,
     /// Limits of every external tool run (pdftoppm, pdftotext, tesseract): wall clock,
     /// address space and CPU time. Past them the whole process group is killed.
@@ -697,6 +700,7 @@ impl Settings {
         if self.analysis.thumbnail_width == 0
             || self.analysis.max_image_dimension == 0
             || self.analysis.image_memory_budget_mb == 0
+            || self.analysis.ocr_max_megapixels == 0
         {
             return unsafe_setting("analysis sizes must be at least 1");
         }

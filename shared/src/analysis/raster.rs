@@ -12,7 +12,9 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
-use image::{DynamicImage, ImageBuffer, ImageDecoder, ImageFormat, Pixel, Rgb, RgbImage};
+use image::{
+    DynamicImage, GrayImage, ImageBuffer, ImageDecoder, ImageFormat, Pixel, Rgb, RgbImage,
+};
 
 use crate::config::AnalysisSettings;
 
@@ -57,6 +59,25 @@ pub(super) fn decode(source: &Path, settings: &AnalysisSettings) -> Result<Decod
 pub(super) fn assumed_dpi(width: u32, height: u32) -> u32 {
     let dpi = (f64::from(width.max(height)) / 11.69).round() as u32;
     dpi.clamp(72, 1200)
+}
+
+/// A page at most `max_megapixels` million pixels, for orientation detection,
+/// straightening and OCR, whose time grows with the pixels (tesseract took minutes over a
+/// 20000-pixel square reduced to 10000): a larger page is scaled down by integer area
+/// sampling, and `dpi` with it, so the text keeps its size in points. The copy is smaller
+/// than the page, so the peak stays within the budget's two copies of a page.
+pub(super) fn for_reading(gray: GrayImage, dpi: u32, max_megapixels: u32) -> (GrayImage, u32) {
+    let pixels = u64::from(gray.width()) * u64::from(gray.height());
+    let max_pixels = u64::from(max_megapixels) * 1_000_000;
+    if pixels <= max_pixels {
+        return (gray, dpi);
+    }
+    let scale = (max_pixels as f64 / pixels as f64).sqrt();
+    let side = |length: u32| ((f64::from(length) * scale).floor() as u32).max(1);
+    let (width, height) = (side(gray.width()), side(gray.height()));
+    let reduced = image::imageops::thumbnail(&gray, width, height);
+    let dpi = ((f64::from(dpi) * scale).round() as u32).max(1);
+    (reduced, dpi)
 }
 
 /// The start of a thumbnail, before the page is turned upright: the image scaled so that
@@ -357,6 +378,31 @@ mod tests {
             "the white half stays white"
         );
         assert_eq!(reduced.get_pixel(reduced.width() - 10, 10).0, [0]);
+    }
+
+    #[test]
+    fn a_page_over_the_reading_size_is_scaled_down_with_its_resolution() {
+        // 3000 × 2000 is 6 million pixels: over a 2-million cap, scaled by √(1/3).
+        let mut page = GrayImage::from_pixel(3000, 2000, image::Luma([255]));
+        for x in 1500..3000 {
+            for y in 0..2000 {
+                page.put_pixel(x, y, image::Luma([0]));
+            }
+        }
+        let (read, dpi) = for_reading(page, 600, 2);
+        assert_eq!(read.dimensions(), (1732, 1154));
+        assert!(u64::from(read.width()) * u64::from(read.height()) <= 2_000_000);
+        assert_eq!(dpi, 346);
+        assert_eq!(
+            read.get_pixel(10, 10).0,
+            [255],
+            "the white half stays white"
+        );
+        assert_eq!(read.get_pixel(read.width() - 10, 10).0, [0]);
+        // Within the cap, the page is read as it is.
+        let small = GrayImage::new(1000, 1000);
+        let (read, dpi) = for_reading(small, 300, 2);
+        assert_eq!((read.dimensions(), dpi), ((1000, 1000), 300));
     }
 
     #[test]

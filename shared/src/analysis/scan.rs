@@ -91,8 +91,9 @@ impl Analyzer {
         })
     }
 
-    /// Turns `gray` upright, straightens it, writes it to `path` (a PNG in `work`) and
-    /// reads it: the correction made and what tesseract read.
+    /// Scales `gray` down to the reading size (`analysis.ocr_max_megapixels`), turns it
+    /// upright, straightens it, writes it to `path` (a PNG in `work`) and reads it: the
+    /// correction made and what tesseract read.
     async fn read_page(
         &self,
         gray: GrayImage,
@@ -102,7 +103,12 @@ impl Analyzer {
     ) -> Result<(Correction, ReadPage), AnalysisError> {
         let osd = work.join("osd.png");
         let copy = osd.clone();
-        let gray = blocking(move || super::osd::write_copy(&gray, &copy).map(|()| gray)).await??;
+        let max_megapixels = self.settings.ocr_max_megapixels;
+        let (gray, dpi) = blocking(move || {
+            let (gray, dpi) = raster::for_reading(gray, dpi, max_megapixels);
+            super::osd::write_copy(&gray, &copy).map(|()| (gray, dpi))
+        })
+        .await??;
         let quarter_turns = self.quarter_turns(&osd, work).await?;
         let out = path.to_owned();
         let correction = blocking(move || {
