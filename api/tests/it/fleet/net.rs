@@ -188,8 +188,26 @@ impl Network {
 
     /// A second network interface on host `name` (a separate network card, with its own
     /// cable); returns its address.
+    ///
+    /// Both cards are on the one bridge and subnet, so the host answers ARP for an
+    /// address only on the card that has it (`arp_ignore = 1`, `arp_announce = 2`).
+    /// Linux's default answers for any of the host's addresses on any card: with this
+    /// card's cable pulled, the first card took its traffic as soon as the clients'
+    /// ARP entries went stale, and the storage outage of `fleet::partitions` ended
+    /// unseen after a few seconds.
     pub fn add_interface(&mut self, name: &str) -> Ipv4Addr {
         let netns = self.host(name).netns.clone();
+        for (setting, value) in [("arp_ignore", "1"), ("arp_announce", "2")] {
+            for scope in ["all", "default"] {
+                let path = format!("/proc/sys/net/ipv4/conf/{scope}/{setting}");
+                let status = Command::new("ip")
+                    .args(["netns", "exec", &netns, "sh", "-c"])
+                    .arg(format!("echo {value} > {path}"))
+                    .status()
+                    .expect("run ip netns exec");
+                assert!(status.success(), "could not set {path} in {netns}");
+            }
+        }
         let device = format!("eth{}", self.host(name).extra.len() + 1);
         let (address, link) = self.cable(&netns, &device);
         self.host_mut(name).extra.push((address, link));
