@@ -11,6 +11,7 @@ use tempfile::TempDir;
 use tokio::process::{Child, Command};
 
 use super::eventually;
+use super::wait::within;
 use crate::config::S3Settings;
 use crate::secret::Secret;
 use crate::storage::{ObjectStore, S3Store};
@@ -64,7 +65,36 @@ fn probe_key() -> crate::storage::StorageKey {
 impl SeaweedServer {
     /// Starts a server in a temporary folder and waits until its S3 gateway serves the
     /// test bucket.
+    ///
+    /// Its ports are only free when they are chosen: a client connection of another test
+    /// can take one (or its gRPC twin) from the ephemeral range before weed binds it, and
+    /// the master then never answers. A server that has not made its bucket within a
+    /// minute is killed, its log printed, and a new one started on other ports.
     pub async fn start() -> Self {
+        const TRIES: usize = 3;
+        for attempt in 1..=TRIES {
+            let server = Self::spawn_on_free_ports();
+            if server.create_bucket().await {
+                server.wait_until_ready().await;
+                return server;
+            }
+            eprintln!(
+                "seaweedfs made no bucket within a minute (try {attempt} of {TRIES}); \
+                 its log ends:\n{}",
+                server.log_tail()
+            );
+        }
+        panic!("seaweedfs made no bucket in {TRIES} tries on fresh ports");
+    }
+
+    /// The last 40 lines of the server's log.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("weed.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    fn spawn_on_free_ports() -> Self {
         let mut ports = Vec::new();
         while ports.len() < 4 {
             let port = seaweed_port();
@@ -94,8 +124,12 @@ impl SeaweedServer {
             child: None,
         };
         server.spawn();
-        server.create_bucket().await;
-        let store = S3Store::new(&server.s3_settings("")).expect("s3 client");
+        server
+    }
+
+    /// Stores the readiness probe, then waits until it reads back.
+    async fn wait_until_ready(&self) {
+        let store = S3Store::new(&self.s3_settings("")).expect("s3 client");
         let probe = probe_key();
         eventually(
             Duration::from_secs(60),
@@ -108,8 +142,7 @@ impl SeaweedServer {
             },
         )
         .await;
-        server.wait_until_serving().await;
-        server
+        self.wait_until_serving().await;
     }
 
     /// `http://127.0.0.1:<s3 port>`.
@@ -204,37 +237,33 @@ impl SeaweedServer {
     }
 
     /// `s3.bucket.create` through `weed shell` (an S3 client cannot create buckets),
-    /// retried until the filer has joined the master.
-    async fn create_bucket(&self) {
+    /// retried for a minute until the filer has joined the master; whether it did.
+    async fn create_bucket(&self) -> bool {
         let master = format!("-master=127.0.0.1:{}", self.master_port);
-        eventually(
-            Duration::from_secs(60),
-            "seaweedfs creates the test bucket",
-            || async {
-                let mut shell = Command::new(weed_binary())
-                    .args(["shell", &master])
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .ok()?;
-                {
-                    use tokio::io::AsyncWriteExt;
-                    let mut stdin = shell.stdin.take()?;
-                    let command = format!("s3.bucket.create -name {TEST_S3_BUCKET}\n");
-                    stdin.write_all(command.as_bytes()).await.ok()?;
-                }
-                let output =
-                    tokio::time::timeout(Duration::from_secs(20), shell.wait_with_output())
-                        .await
-                        .ok()?
-                        .ok()?;
-                let text = String::from_utf8_lossy(&output.stdout);
-                (text.contains("created bucket") || text.contains("already exist")).then_some(())
-            },
-        )
-        .await;
+        within(Duration::from_secs(60), || async {
+            let mut shell = Command::new(weed_binary())
+                .args(["shell", &master])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .ok()?;
+            {
+                use tokio::io::AsyncWriteExt;
+                let mut stdin = shell.stdin.take()?;
+                let command = format!("s3.bucket.create -name {TEST_S3_BUCKET}\n");
+                stdin.write_all(command.as_bytes()).await.ok()?;
+            }
+            let output = tokio::time::timeout(Duration::from_secs(20), shell.wait_with_output())
+                .await
+                .ok()?
+                .ok()?;
+            let text = String::from_utf8_lossy(&output.stdout);
+            (text.contains("created bucket") || text.contains("already exist")).then_some(())
+        })
+        .await
+        .is_some()
     }
 
     /// Waits until the probe stored at the start reads back: after a restart the gateway
