@@ -492,6 +492,13 @@ pub async fn edit_if(
         let before = documents::find_document(conn, tenant_id, document_id)
             .await?
             .ok_or(ActionError::NotFound)?;
+        let retitled = edit.title.as_ref().is_some_and(|title| *title != before.title);
+        if retitled {
+            // A new title enqueues an analysis, which waits in the one-active-analysis
+            // index for a finishing one: job rows before the document row, the lock order
+            // of every finish (holding the document here, the two deadlocked).
+            jobs::lock_document_jobs(conn, tenant_id, document_id).await?;
+        }
         let labels_change = label_edit.tags.is_some() || label_edit.correspondent.is_some();
         // A label change always updates the row (its version is the ETag, and the labels
         // are in the view), so the guarded UPDATE also takes the row lock: a user's labels
