@@ -1,7 +1,7 @@
 //! What the fleet's database says about the documents of its tenant.
 
 use diesel::QueryableByName;
-use diesel::sql_types::{Array, Int4, Int8, Text, Uuid as SqlUuid};
+use diesel::sql_types::{Int4, Int8, Text, Uuid as SqlUuid};
 use diesel_async::RunQueryDsl;
 use quire_shared::db::PgPool;
 use quire_shared::storage::ObjectStore;
@@ -41,30 +41,18 @@ pub async fn documents(pool: &PgPool, tenant_id: Uuid) -> i64 {
 pub struct Held {
     #[diesel(sql_type = SqlUuid)]
     pub id: Uuid,
-    #[diesel(sql_type = Int4)]
-    pub attempts: i32,
 }
 
-/// The jobs RUNNING under `worker_id`, with their attempt.
+/// The jobs RUNNING under `worker_id`.
 pub async fn running_on(pool: &PgPool, worker_id: &str) -> Vec<Held> {
     let mut conn = pool.get().await.expect("connection");
     diesel::sql_query(
-        "SELECT id, attempts FROM processing_jobs WHERE status = 'RUNNING' AND worker_id = $1",
+        "SELECT id FROM processing_jobs WHERE status = 'RUNNING' AND worker_id = $1",
     )
     .bind::<Text, _>(worker_id)
     .load(&mut conn)
     .await
     .expect("running jobs")
-}
-
-/// The attempt each of `ids` is at now.
-pub async fn attempts(pool: &PgPool, ids: &[Uuid]) -> Vec<Held> {
-    let mut conn = pool.get().await.expect("connection");
-    diesel::sql_query("SELECT id, attempts FROM processing_jobs WHERE id = ANY($1)")
-        .bind::<Array<SqlUuid>, _>(ids)
-        .load(&mut conn)
-        .await
-        .expect("job attempts")
 }
 
 /// Per document: its status, its analyze jobs, how many succeeded, and how many assets

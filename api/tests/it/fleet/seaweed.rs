@@ -74,6 +74,21 @@ impl Seaweed {
             },
         )
         .await;
+        // The first write into a new bucket grows its volumes, which took more than the
+        // fleet's request timeout on a loaded machine: the first uploads answered 503.
+        // Written (and removed: nothing unnamed stays) before the fleet starts.
+        let warm_up = format!("{bucket}/warm-up");
+        eventually(
+            Duration::from_secs(60),
+            "seaweedfs stores a first object",
+            || async {
+                let response = http.put(&warm_up).body("warm").send().await.ok()?;
+                response.status().is_success().then_some(())
+            },
+        )
+        .await;
+        let removed = http.delete(&warm_up).send().await.expect("remove the warm-up object");
+        assert!(removed.status().is_success(), "{}", removed.status());
         seaweed
     }
 
@@ -100,7 +115,7 @@ impl Seaweed {
             // A storage host that is gone answers nothing: each request gives up within
             // seconds, so an upload meeting the 10 s outage answers 503 within it.
             ("QUIRE__STORAGE__S3__CONNECT_TIMEOUT_MS", "1000".into()),
-            ("QUIRE__STORAGE__S3__REQUEST_TIMEOUT_MS", "3000".into()),
+            ("QUIRE__STORAGE__S3__REQUEST_TIMEOUT_MS", "5000".into()),
             ("QUIRE__STORAGE__S3__MAX_RETRIES", "1".into()),
             ("QUIRE__STORAGE__S3__RETRY_TIMEOUT_MS", "3000".into()),
         ]

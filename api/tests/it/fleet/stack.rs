@@ -251,9 +251,22 @@ impl Drop for Fleet {
         for entry in entries.flatten() {
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(40)..];
-            eprintln!("--- {} (last {} lines)", entry.path().display(), tail.len());
-            for line in tail {
+            // The warnings and errors first (a 503's cause is logged once, maybe long
+            // before the end), then the end.
+            let tail_from = lines.len().saturating_sub(20);
+            let warnings: Vec<&str> = lines[..tail_from]
+                .iter()
+                .copied()
+                .filter(|line| line.contains("WARN") || line.contains("ERROR"))
+                .collect();
+            let warnings = &warnings[warnings.len().saturating_sub(20)..];
+            eprintln!(
+                "--- {} (its last {} warnings and errors, then its last {} lines)",
+                entry.path().display(),
+                warnings.len(),
+                lines.len() - tail_from
+            );
+            for line in warnings.iter().chain(&lines[tail_from..]) {
                 eprintln!("{line}");
             }
         }

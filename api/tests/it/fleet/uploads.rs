@@ -13,8 +13,8 @@ use uuid::Uuid;
 pub enum Answer {
     /// 201: the document and its analyze job.
     Created { document_id: Uuid, job_id: Uuid },
-    /// 503 with a problem+json body whose `status` is 503.
-    Unavailable,
+    /// 503 with a problem+json body whose `status` is 503: its code and detail.
+    Unavailable(String),
     /// Anything else: status and body, for the failure message.
     Other(String),
 }
@@ -86,7 +86,7 @@ impl Uploader {
             },
             503 if problem && body["status"] == 503 => {
                 self.unavailable.fetch_add(1, Ordering::Relaxed);
-                Answer::Unavailable
+                Answer::Unavailable(format!("{}: {}", body["code"], body["detail"]))
             }
             _ => Answer::Other(format!("{status} (problem+json: {problem}) {body}")),
         }
@@ -136,7 +136,7 @@ pub fn not_created(answers: &[Answer]) -> Vec<String> {
         .iter()
         .filter_map(|answer| match answer {
             Answer::Created { .. } => None,
-            Answer::Unavailable => Some("503 problem+json".to_owned()),
+            Answer::Unavailable(problem) => Some(format!("503 problem+json {problem}")),
             Answer::Other(text) => Some(text.clone()),
         })
         .collect()
