@@ -121,8 +121,15 @@ async fn a_title_edited_while_its_analysis_finishes_analyzes_again_and_the_job_s
     let body: serde_json::Value = answer.json().await.expect("the edit's body");
     assert_eq!(status, 200, "the edit waits its turn and succeeds: {body}");
     let again = body["job"]["id"].as_str().expect("the edit's new analysis");
-    assert_ne!(again, job_id.to_string(), "a new analysis, not the finished one: {body}");
+    assert_ne!(
+        again,
+        job_id.to_string(),
+        "a new analysis, not the finished one: {body}"
+    );
     let finished = app.wait_for_job(job_id, JobStatus::Succeeded).await;
-    assert_eq!(finished.attempts, 1, "the finish committed at once: {finished:?}");
+    assert_eq!(
+        finished.attempts, 1,
+        "the finish committed at once: {finished:?}"
+    );
     worker.drain().await;
 }

@@ -492,7 +492,10 @@ pub async fn edit_if(
         let before = documents::find_document(conn, tenant_id, document_id)
             .await?
             .ok_or(ActionError::NotFound)?;
-        let retitled = edit.title.as_ref().is_some_and(|title| *title != before.title);
+        let retitled = edit
+            .title
+            .as_ref()
+            .is_some_and(|title| *title != before.title);
         if retitled {
             // A new title enqueues an analysis, which waits in the one-active-analysis
             // index for a finishing one: job rows before the document row, the lock order

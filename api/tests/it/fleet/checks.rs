@@ -46,13 +46,11 @@ pub struct Held {
 /// The jobs RUNNING under `worker_id`.
 pub async fn running_on(pool: &PgPool, worker_id: &str) -> Vec<Held> {
     let mut conn = pool.get().await.expect("connection");
-    diesel::sql_query(
-        "SELECT id FROM processing_jobs WHERE status = 'RUNNING' AND worker_id = $1",
-    )
-    .bind::<Text, _>(worker_id)
-    .load(&mut conn)
-    .await
-    .expect("running jobs")
+    diesel::sql_query("SELECT id FROM processing_jobs WHERE status = 'RUNNING' AND worker_id = $1")
+        .bind::<Text, _>(worker_id)
+        .load(&mut conn)
+        .await
+        .expect("running jobs")
 }
 
 /// Per document: its status, its analyze jobs, how many succeeded, and how many assets

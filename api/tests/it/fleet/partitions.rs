@@ -48,7 +48,10 @@ async fn a_fleet_on_four_hosts_loses_nothing_when_a_worker_host_or_the_storage_n
         if !held.is_empty() {
             break (held, cut);
         }
-        assert!(cuts < 10, "worker-1 never held a job when its link went down");
+        assert!(
+            cuts < 10,
+            "worker-1 never held a job when its link went down"
+        );
         fleet.net.link_up(host_1);
     };
     let ready_at_cut = checks::ready(&pool, tenant).await;

@@ -87,7 +87,11 @@ impl Seaweed {
             },
         )
         .await;
-        let removed = http.delete(&warm_up).send().await.expect("remove the warm-up object");
+        let removed = http
+            .delete(&warm_up)
+            .send()
+            .await
+            .expect("remove the warm-up object");
         assert!(removed.status().is_success(), "{}", removed.status());
         seaweed
     }
