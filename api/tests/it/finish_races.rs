@@ -7,7 +7,9 @@ use diesel::sql_types::Bool;
 use diesel_async::RunQueryDsl;
 use quire_shared::fault_points::{self, Point};
 use quire_shared::states::JobStatus;
+use quire_shared::test_support::RunningService;
 use reqwest::Method;
+use uuid::Uuid;
 
 use crate::helpers::{DEADLINE, TestApp};
 
@@ -35,50 +37,72 @@ async fn await_lock_wait(app: &TestApp) {
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the trash never waited for the finishing analysis"
+            "the request never waited for the finishing analysis"
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_document_trashed_while_its_analysis_finishes_is_trashed_and_the_job_succeeds() {
-    let app = TestApp::spawn().await;
-    let (document_id, job_id) = app.upload(b"a letter finished as it is thrown away").await;
+/// What a request sent while a document's analysis holds its finish was answered.
+struct Raced {
+    document_id: Uuid,
+    job_id: Uuid,
+    answer: reqwest::Response,
+    worker: RunningService,
+}
+
+/// Uploads `bytes`, holds its analysis at the finish (its job row locked), sends the
+/// request `send` builds for the document's URL, waits until that request waits for a
+/// lock, then lets the finish go on; the request's answer.
+async fn race_with_finish(
+    app: &TestApp,
+    bytes: &[u8],
+    send: impl FnOnce(&reqwest::Client, String) -> reqwest::RequestBuilder,
+) -> Raced {
+    let (document_id, job_id) = app.upload(bytes).await;
     let mut held = fault_points::hold(Point::FinishBeforeDocument, document_id);
     app.start_dispatcher();
     let worker = app.start_worker();
     tokio::time::timeout(DEADLINE, held.reached())
         .await
         .expect("the analysis reaches its finish");
-
-    // The trash starts while the finish holds its locks, and waits for them.
-    let trash = {
-        let http = app.http.clone();
-        let url = format!("{}/api/documents/{document_id}", app.address);
-        let token = app.token.clone();
-        tokio::spawn(async move {
-            http.delete(url)
-                .bearer_auth(token)
-                .send()
-                .await
-                .expect("trash")
-        })
-    };
-    await_lock_wait(&app).await;
+    let url = format!("{}/api/documents/{document_id}", app.address);
+    let request = send(&app.http, url).bearer_auth(&app.token).send();
+    let answer = tokio::spawn(request);
+    await_lock_wait(app).await;
     held.release();
+    let answer = answer
+        .await
+        .expect("the request's task")
+        .expect("an answer");
+    Raced {
+        document_id,
+        job_id,
+        answer,
+        worker,
+    }
+}
 
-    let answer = trash.await.expect("the trash request");
-    let status = answer.status();
-    let body = answer.text().await.unwrap_or_default();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_trashed_while_its_analysis_finishes_is_trashed_and_the_job_succeeds() {
+    let app = TestApp::spawn().await;
+    // The trash starts while the finish holds its locks, and waits for them.
+    let raced = race_with_finish(
+        &app,
+        b"a letter finished as it is thrown away",
+        |http, url| http.delete(url),
+    )
+    .await;
+    let status = raced.answer.status();
+    let body = raced.answer.text().await.unwrap_or_default();
     assert_eq!(status, 200, "the trash waits its turn and succeeds: {body}");
-    app.wait_for_job(job_id, JobStatus::Succeeded).await;
-    worker.drain().await;
+    app.wait_for_job(raced.job_id, JobStatus::Succeeded).await;
+    raced.worker.drain().await;
     let (status, body) = app
         .json_as(
             Method::GET,
             &app.token,
-            &format!("/api/documents/{document_id}"),
+            &format!("/api/documents/{}", raced.document_id),
             None,
         )
         .await;
@@ -88,48 +112,28 @@ async fn a_document_trashed_while_its_analysis_finishes_is_trashed_and_the_job_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_title_edited_while_its_analysis_finishes_analyzes_again_and_the_job_succeeds_once() {
     let app = TestApp::spawn().await;
-    let (document_id, job_id) = app.upload(b"a letter renamed as it is read").await;
-    let mut held = fault_points::hold(Point::FinishBeforeDocument, document_id);
-    app.start_dispatcher();
-    let worker = app.start_worker();
-    tokio::time::timeout(DEADLINE, held.reached())
-        .await
-        .expect("the analysis reaches its finish");
-
     // A new title analyzes the version again; its job meets the finishing one in the
     // one-active-analysis index, so the edit waits for the finish to end. It used to hold
     // the document row meanwhile, and the finish then waited for it: a deadlock that
     // PostgreSQL ended by failing one of them.
-    let edit = {
-        let http = app.http.clone();
-        let url = format!("{}/api/documents/{document_id}", app.address);
-        let token = app.token.clone();
-        tokio::spawn(async move {
-            http.patch(url)
-                .bearer_auth(token)
-                .json(&serde_json::json!({ "title": "Renamed while read" }))
-                .send()
-                .await
-                .expect("edit")
-        })
-    };
-    await_lock_wait(&app).await;
-    held.release();
-
-    let answer = edit.await.expect("the edit request");
-    let status = answer.status();
-    let body: serde_json::Value = answer.json().await.expect("the edit's body");
+    let raced = race_with_finish(&app, b"a letter renamed as it is read", |http, url| {
+        http.patch(url)
+            .json(&serde_json::json!({ "title": "Renamed while read" }))
+    })
+    .await;
+    let status = raced.answer.status();
+    let body: serde_json::Value = raced.answer.json().await.expect("the edit's body");
     assert_eq!(status, 200, "the edit waits its turn and succeeds: {body}");
     let again = body["job"]["id"].as_str().expect("the edit's new analysis");
     assert_ne!(
         again,
-        job_id.to_string(),
+        raced.job_id.to_string(),
         "a new analysis, not the finished one: {body}"
     );
-    let finished = app.wait_for_job(job_id, JobStatus::Succeeded).await;
+    let finished = app.wait_for_job(raced.job_id, JobStatus::Succeeded).await;
     assert_eq!(
         finished.attempts, 1,
         "the finish committed at once: {finished:?}"
     );
-    worker.drain().await;
+    raced.worker.drain().await;
 }
