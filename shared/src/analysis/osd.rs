@@ -7,7 +7,7 @@ use std::path::Path;
 use image::{GrayImage, imageops};
 
 use super::tools::{self, ToolError};
-use super::{AnalysisError, Analyzer};
+use super::{AnalysisError, Analyzer, raster};
 
 /// The copy tesseract looks at is at most this many pixels on its longer side (some
 /// 140 dpi for an A4 page): enough for its detection, and about half the time of a
@@ -22,15 +22,13 @@ const MIN_CONFIDENCE: f32 = 2.0;
 pub(super) fn write_copy(gray: &GrayImage, path: &Path) -> Result<(), AnalysisError> {
     let (width, height) = gray.dimensions();
     let longer = width.max(height);
-    let saved = if longer > OSD_SIDE {
+    if longer > OSD_SIDE {
         let scale = f64::from(OSD_SIDE) / f64::from(longer);
         let side = |length: u32| ((f64::from(length) * scale).round() as u32).max(1);
-        imageops::thumbnail(gray, side(width), side(height))
-            .save_with_format(path, image::ImageFormat::Png)
+        raster::save_for_tool(&imageops::thumbnail(gray, side(width), side(height)), path)
     } else {
-        gray.save_with_format(path, image::ImageFormat::Png)
-    };
-    saved.map_err(|_| AnalysisError::ImageUnreadable)
+        raster::save_for_tool(gray, path)
+    }
 }
 
 impl Analyzer {

@@ -12,6 +12,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
+use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use image::{
     DynamicImage, GrayImage, ImageBuffer, ImageDecoder, ImageFormat, Pixel, Rgb, RgbImage,
 };
@@ -275,6 +276,17 @@ impl Rows<'_> {
         }
         ImageBuffer::from_raw(out_width, out_height, out).ok_or(AnalysisError::ImageUnreadable)
     }
+}
+
+/// Writes a grey page as a PNG for a tool to read (tesseract): at fast compression, since
+/// the file lives only as long as the job's work folder (the default level took three
+/// times as long on a rendered page).
+pub(super) fn save_for_tool(image: &GrayImage, path: &Path) -> Result<(), AnalysisError> {
+    let file = std::io::BufWriter::new(File::create(path)?);
+    let encoder = PngEncoder::new_with_quality(file, CompressionType::Fast, FilterType::Adaptive);
+    image
+        .write_with_encoder(encoder)
+        .map_err(|_| AnalysisError::ImageUnreadable)
 }
 
 /// A PNG at most `width` wide, aspect kept.

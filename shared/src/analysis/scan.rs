@@ -113,10 +113,7 @@ impl Analyzer {
         let out = path.to_owned();
         let correction = blocking(move || {
             let (correction, upright) = upright::straighten(gray, quarter_turns);
-            upright
-                .save_with_format(&out, image::ImageFormat::Png)
-                .map(|()| correction)
-                .map_err(|_| AnalysisError::ImageUnreadable)
+            raster::save_for_tool(&upright, &out).map(|()| correction)
         })
         .await??;
         if !correction.is_none() {
@@ -153,7 +150,7 @@ impl Analyzer {
                 "1".as_ref(),
                 "-l".as_ref(),
                 "1".as_ref(),
-                "-png".as_ref(),
+                // Raw pixels, encoded here (see `render_first_page`).
                 "-singlefile".as_ref(),
                 along.as_ref(),
                 side.as_ref(),
@@ -167,7 +164,7 @@ impl Analyzer {
         )
         .await
         .map_err(pdf_tool_error)?;
-        let rendered: PathBuf = prefix.with_extension("png");
+        let rendered: PathBuf = prefix.with_extension("ppm");
         let settings = self.settings.clone();
         blocking(move || {
             let decoded = raster::decode(&rendered, &settings)?;

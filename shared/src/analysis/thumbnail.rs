@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{AnalysisError, Analyzer, pdf_tool_error, tools};
+use super::{AnalysisError, Analyzer, blocking, pdf_tool_error, raster, tools};
 
 impl Analyzer {
     pub(super) async fn render_first_page(
@@ -12,7 +12,10 @@ impl Analyzer {
         work: &Path,
     ) -> Result<Vec<u8>, AnalysisError> {
         let prefix = work.join("thumbnail");
-        let width = self.settings.thumbnail_width.to_string();
+        let width = self.settings.thumbnail_width;
+        let side = width.to_string();
+        // Raw pixels (PPM), encoded here: pdftoppm's own PNG writer compresses at zlib's
+        // best level, two thirds of its run for a text page, for a file no smaller.
         tools::run(
             "pdftoppm",
             [
@@ -20,10 +23,9 @@ impl Analyzer {
                 "1".as_ref(),
                 "-l".as_ref(),
                 "1".as_ref(),
-                "-png".as_ref(),
                 "-singlefile".as_ref(),
                 "-scale-to-x".as_ref(),
-                width.as_ref(),
+                side.as_ref(),
                 "-scale-to-y".as_ref(),
                 "-1".as_ref(),
                 source.as_os_str(),
@@ -34,6 +36,12 @@ impl Analyzer {
         )
         .await
         .map_err(pdf_tool_error)?;
-        Ok(tokio::fs::read(prefix.with_extension("png")).await?)
+        let rendered = prefix.with_extension("ppm");
+        let settings = self.settings.clone();
+        blocking(move || {
+            let decoded = raster::decode(&rendered, &settings)?;
+            raster::encode_thumbnail(&decoded.image, width)
+        })
+        .await?
     }
 }
