@@ -14,6 +14,12 @@
 //! clock); the other end is `finished_at`. The targets (issue 16): B's p99 together at
 //! most twice its p99 alone plus one job's run time; A's drain together within 10 % of
 //! its drain alone. Printed, never asserted.
+//!
+//! Beside them, what each round cost the whole machine in busy CPU seconds
+//! (`/proc/stat`: every process of the stack, PostgreSQL and the tools included). On a
+//! machine A alone keeps saturated, A's drain with B can be at most A's CPU over A's and
+//! B's together: the share B's own work leaves it. The report prints that bound beside
+//! the ratio measured, so a miss is told apart from what the scheduling costs.
 
 use anyhow::{Context, bail};
 use diesel_async::AsyncPgConnection;
@@ -25,6 +31,8 @@ use quire_shared::jobs::{AnalyzeDocument, BackgroundJob, VerifyDocument};
 use quire_shared::permissions::MemberSpec;
 use quire_shared::states::TenantStatus;
 use serde_json::json;
+use std::future::Future;
+use std::time::Instant;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -32,6 +40,7 @@ use crate::args::{BenchArgs, Workload};
 use crate::measure::{self, Committed, Spans, wait_finished};
 use crate::stack::{Scope, Stack};
 use crate::uploads::{self, Api};
+use crate::usage;
 use crate::workload::Bench;
 
 /// Jobs per enqueue statement of A's backlog: a burst, as a bulk action makes one.
@@ -47,6 +56,32 @@ struct BRound {
 struct ARound {
     spans: Spans,
     jobs: usize,
+}
+
+/// What a round cost the whole machine.
+#[derive(Debug, Clone, Copy)]
+struct Cost {
+    /// CPU seconds of every core busy over the round.
+    busy_seconds: f64,
+    wall_seconds: f64,
+}
+
+impl Cost {
+    /// How busy the round kept the machine's cores, 0 to 1.
+    fn load(&self) -> f64 {
+        self.busy_seconds / (self.wall_seconds * usage::cores() as f64).max(f64::EPSILON)
+    }
+}
+
+/// Runs `round` and measures what it cost the machine.
+async fn costed<T>(round: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<(T, Cost)> {
+    let (busy, started) = (usage::machine_busy_seconds()?, Instant::now());
+    let value = round.await?;
+    let cost = Cost {
+        busy_seconds: usage::machine_busy_seconds()? - busy,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    };
+    Ok((value, cost))
 }
 
 impl ARound {
@@ -105,22 +140,27 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     let stack = Stack::start(&scope, args)?;
     let api = Api::start(&scope, 4).await?;
     let token = uploads::token(&settings, tenant_b, user_b)?;
-    let b_alone = b_round(pool, &api, &token, tenant_b, args).await;
+    let b_alone = costed(b_round(pool, &api, &token, tenant_b, args)).await;
     let a_alone = match &b_alone {
-        Ok(_) => a_round(pool, tenant_a, &documents).await,
+        Ok(_) => costed(a_round(pool, tenant_a, &documents)).await,
         Err(_) => Err(anyhow::anyhow!("skipped: B's round failed")),
     };
     let together = match (&b_alone, &a_alone) {
-        (Ok(_), Ok(_)) => tokio::try_join!(
-            a_round(pool, tenant_a, &documents),
-            b_round(pool, &api, &token, tenant_b, args)
-        ),
+        (Ok(_), Ok(_)) => {
+            costed(async {
+                tokio::try_join!(
+                    a_round(pool, tenant_a, &documents),
+                    b_round(pool, &api, &token, tenant_b, args)
+                )
+            })
+            .await
+        }
         _ => Err(anyhow::anyhow!("skipped: an earlier round failed")),
     };
     api.stop().await;
     stack.stop().await;
-    let (b_alone, a_alone) = (b_alone?, a_alone?);
-    let (a_together, b_together) = together?;
+    let ((b_alone, b_cost), (a_alone, a_cost)) = (b_alone?, a_alone?);
+    let ((a_together, b_together), together_cost) = together?;
 
     let report = Report {
         args,
@@ -128,6 +168,11 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         b_together: &b_together,
         a_alone: &a_alone,
         a_together: &a_together,
+        costs: Costs {
+            b_alone: b_cost,
+            a_alone: a_cost,
+            together: together_cost,
+        },
     };
     report.print();
     let all_succeeded = [&b_alone, &b_together]
@@ -231,6 +276,30 @@ struct Report<'a> {
     b_together: &'a BRound,
     a_alone: &'a ARound,
     a_together: &'a ARound,
+    costs: Costs,
+}
+
+/// What each round cost the machine.
+struct Costs {
+    b_alone: Cost,
+    a_alone: Cost,
+    together: Cost,
+}
+
+impl Costs {
+    /// A's drain with B over alone if B's work took exactly its own CPU from A, on a
+    /// machine A alone keeps saturated.
+    fn a_bound(&self) -> f64 {
+        self.a_alone.busy_seconds
+            / (self.a_alone.busy_seconds + self.b_alone.busy_seconds).max(f64::EPSILON)
+    }
+
+    /// The together round's CPU over the two alone: above 1, running them at once costs
+    /// more than their sum.
+    fn together_over_parts(&self) -> f64 {
+        self.together.busy_seconds
+            / (self.a_alone.busy_seconds + self.b_alone.busy_seconds).max(f64::EPSILON)
+    }
 }
 
 impl Report<'_> {
@@ -280,6 +349,14 @@ impl Report<'_> {
             "b_meets_target": self.b_together.spans.finish_p99 <= self.b_target_ms(),
             "a_drain_ratio": self.a_ratio(),
             "a_meets_target": self.a_ratio() >= 0.9,
+            "machine_cpu_seconds": {
+                "b_alone": self.costs.b_alone.busy_seconds,
+                "a_alone": self.costs.a_alone.busy_seconds,
+                "together": self.costs.together.busy_seconds,
+            },
+            "a_alone_load": self.costs.a_alone.load(),
+            "a_drain_cpu_bound": self.costs.a_bound(),
+            "together_cpu_over_parts": self.costs.together_over_parts(),
         })
     }
 
@@ -330,6 +407,26 @@ impl Report<'_> {
                 "{:.2}× (target: ≥ 0.90: {})",
                 self.a_ratio(),
                 verdict(report["a_meets_target"] == true)
+            ),
+        );
+        let costs = &self.costs;
+        row(
+            "machine CPU s: B alone / A alone / together",
+            format!(
+                "{:.1} / {:.1} / {:.1} ({:.1} ms per upload; A alone kept the cores {:.0} % busy)",
+                costs.b_alone.busy_seconds,
+                costs.a_alone.busy_seconds,
+                costs.together.busy_seconds,
+                1000.0 * costs.b_alone.busy_seconds / (self.b_alone.uploads.max(1) as f64),
+                100.0 * costs.a_alone.load()
+            ),
+        );
+        row(
+            "A's drain ratio if B took only its own CPU",
+            format!(
+                "{:.2}× (together cost {:.2}× the two alone)",
+                costs.a_bound(),
+                costs.together_over_parts()
             ),
         );
     }

@@ -41,3 +41,23 @@ fn read(pid: i32) -> procfs::ProcResult<Usage> {
         peak_rss_bytes: peak_kib * 1024,
     })
 }
+
+/// The CPU seconds every core of the machine has been busy since boot (user, nice,
+/// system, irq and softirq; not idle, I/O wait or time stolen by the hypervisor): read
+/// before and after a round, what the round cost the whole machine, every process of
+/// the stack and the tools they run included.
+pub fn machine_busy_seconds() -> anyhow::Result<f64> {
+    use procfs::{CurrentSI, KernelStats};
+    let total = KernelStats::current()?.total;
+    let ticks = total.user
+        + total.nice
+        + total.system
+        + total.irq.unwrap_or(0)
+        + total.softirq.unwrap_or(0);
+    Ok(ticks as f64 / procfs::ticks_per_second() as f64)
+}
+
+/// The cores the machine's busy seconds are spread over.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
