@@ -89,10 +89,13 @@ pub async fn mark_published(
     let ids: Vec<Uuid> = published.iter().map(|p| p.event_id).collect();
     let task_ids: Vec<Uuid> = published.iter().map(|p| p.task_id).collect();
     let marked = diesel::sql_query(
+        // `held` locks the batch's events by key alone, in id order; `marked` checks
+        // that each is still this dispatcher's claim. A status filter in `held` led the
+        // planner to intersect the key lookup with the `PUBLISHING` partial index,
+        // whose dead entries a bitmap scan visits again on every call (1 ms of a batch
+        // while a backlog drains; see `scheduler::lock_round`).
         "WITH held AS ( \
-             SELECT id FROM outbox_events \
-             WHERE id = ANY($1) AND status = 'PUBLISHING' AND claimed_by = $3 \
-             ORDER BY id FOR UPDATE), \
+             SELECT id FROM outbox_events WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
          marked AS ( \
              UPDATE outbox_events AS e \
              SET status = 'PUBLISHED', published_at = now(), broker_task_id = p.task_id, \
