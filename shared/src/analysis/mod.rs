@@ -206,7 +206,9 @@ impl Analyzer {
             pdf_guard::Verdict::Bomb => return Err(AnalysisError::PdfBomb),
             pdf_guard::Verdict::Unsupported => return Err(AnalysisError::PdfUnsupported),
         }
-        let thumbnail = self.render_first_page(source, work).await?;
+        let thumbnail = self
+            .render_first_page(source, work, upright::Correction::default())
+            .await?;
         let layer = self.pdf_text_layer(source, work).await?;
         if layer.trim().chars().count() >= MIN_TEXT_LAYER_CHARS {
             return Ok(Found {
@@ -233,7 +235,9 @@ impl Analyzer {
         let text = blocking(move || decode_text(&bytes, encoding)).await?;
         let page = work.join("text.pdf");
         tokio::fs::write(&page, text_page::render(&text)).await?;
-        let thumbnail = self.render_first_page(&page, work).await?;
+        let thumbnail = self
+            .render_first_page(&page, work, upright::Correction::default())
+            .await?;
         Ok(Found {
             thumbnail,
             text,

@@ -4,14 +4,14 @@
 //! image upload is a one-page scan; a PDF without a text layer is one page per rendered
 //! page. The thumbnail follows the first page's correction.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use image::GrayImage;
 
 use super::raster::{self, Decoded};
 use super::text::{PAGE_DPI, ReadPage};
 use super::upright::{self, Correction};
-use super::{AnalysisError, Analyzer, Found, blocking, pdf_tool_error, tools};
+use super::{AnalysisError, Analyzer, Found, blocking};
 
 impl Analyzer {
     /// An image upload: thumbnail, text and archive copy of the image made upright.
@@ -69,7 +69,7 @@ impl Analyzer {
         }
         let thumbnail = match first {
             Some(correction) if !correction.is_none() => {
-                self.upright_first_page(source, work, correction).await?
+                self.render_first_page(source, work, correction).await?
             }
             _ => thumbnail,
         };
@@ -125,51 +125,5 @@ impl Analyzer {
         }
         let read = self.ocr_page(path, dpi, work).await?;
         Ok((correction, read))
-    }
-
-    /// Page 1 rendered again, turned by `correction`, as the thumbnail: rendered at the
-    /// thumbnail's width as it will stand (its height now when it is turned a quarter).
-    async fn upright_first_page(
-        &self,
-        source: &Path,
-        work: &Path,
-        correction: Correction,
-    ) -> Result<Vec<u8>, AnalysisError> {
-        let prefix = work.join("upright");
-        let width = self.settings.thumbnail_width;
-        let side = width.to_string();
-        let (along, across) = if correction.swaps_sides() {
-            ("-scale-to-y", "-scale-to-x")
-        } else {
-            ("-scale-to-x", "-scale-to-y")
-        };
-        tools::run(
-            "pdftoppm",
-            [
-                "-f".as_ref(),
-                "1".as_ref(),
-                "-l".as_ref(),
-                "1".as_ref(),
-                // Raw pixels, encoded here (see `render_first_page`).
-                "-singlefile".as_ref(),
-                along.as_ref(),
-                side.as_ref(),
-                across.as_ref(),
-                "-1".as_ref(),
-                source.as_os_str(),
-                prefix.as_os_str(),
-            ],
-            self.confinement(work),
-            self.limits(64 * 1024),
-        )
-        .await
-        .map_err(pdf_tool_error)?;
-        let rendered: PathBuf = prefix.with_extension("ppm");
-        let settings = self.settings.clone();
-        blocking(move || {
-            let decoded = raster::decode(&rendered, &settings)?;
-            raster::upright_thumbnail(decoded.image.into_rgb8(), &correction, width)
-        })
-        .await?
     }
 }
