@@ -9,6 +9,9 @@ pub enum Scenario {
     /// Tenant B's uploads beside tenant A's integrity backlog, and each alone
     /// (docs/benchmarks.md, "Fairness").
     Fairness,
+    /// The API's reads (a page of the listing, a search) on an idle stack and beside a
+    /// drain and an upload run (docs/benchmarks.md, "Reads under load").
+    Reads,
 }
 
 /// A storage backend a run is measured on (`storage.backend` of every process).
@@ -100,4 +103,15 @@ pub struct BenchArgs {
     /// Fairness: tenant B's uploads per second.
     #[arg(long, default_value_t = 5.0)]
     pub fairness_rate: f64,
+    /// Reads: the reader tenant's documents, each with a text and its search vector.
+    #[arg(long, default_value_t = 2_000)]
+    pub reads_documents: usize,
+    /// Reads: the integrity jobs another tenant drains during the loaded window (enough
+    /// to outlast it).
+    #[arg(long, default_value_t = 30_000)]
+    pub reads_backlog: usize,
+    /// Reads: requests per second of each read (the listing, the search), in both windows
+    /// of --seconds.
+    #[arg(long, default_value_t = 20.0)]
+    pub reads_rate: f64,
 }

@@ -16,7 +16,8 @@
 //!   commits per job (pg_stat_database) over the drain.
 //!
 //! `--scenario fairness` measures instead one tenant's uploads beside another tenant's
-//! backlog, and each alone (`fairness.rs`); `--workload analyze` the analyze pipeline
+//! backlog, and each alone (`fairness.rs`); `--scenario reads` the API's reads on an idle
+//! stack and beside a drain and an upload run (`reads.rs`); `--workload analyze` the analyze pipeline
 //! over a corpus of real files against the same tools run by hand (`analyze/`).
 //!
 //! `--storage local,s3` runs all of it once per storage backend named (every process of
@@ -31,6 +32,7 @@ mod analyze;
 mod args;
 mod fairness;
 mod measure;
+mod reads;
 mod report;
 mod stack;
 mod uploads;
@@ -61,6 +63,9 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         .context("failed to connect to the database")?;
     if args.scenario == Scenario::Fairness {
         return fairness::run(settings, &args, &pool).await;
+    }
+    if args.scenario == Scenario::Reads {
+        return reads::run(settings, &args, &pool).await;
     }
     if args.workload == Workload::Analyze {
         return analyze::run(settings, &args, &pool).await;

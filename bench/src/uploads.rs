@@ -35,8 +35,58 @@ pub struct UploadPlan<'a> {
 /// A `quire-api` process of the bench's own on a free loopback port, ready.
 pub struct Api {
     process: QuireProcess,
+    reader: Reader,
+}
+
+/// A client of the bench's API that a task can own: its connection pool (shared by
+/// every clone) and the API's address.
+#[derive(Clone)]
+pub struct Reader {
     http: reqwest::Client,
-    upload_url: String,
+    base: String,
+}
+
+impl Reader {
+    /// Uploads `bytes` as a tenant's member; the job id of the answer.
+    pub async fn upload(&self, token: &str, bytes: Vec<u8>) -> anyhow::Result<Uuid> {
+        upload(
+            &self.http,
+            &format!("{}/api/documents", self.base),
+            token,
+            bytes,
+        )
+        .await
+    }
+
+    /// `GET path` as a tenant's member, answered 200 with its whole body read: how long
+    /// that took from the request's start, and the body.
+    pub async fn timed_get(
+        &self,
+        token: &str,
+        path: &str,
+    ) -> anyhow::Result<(Duration, bytes::Bytes)> {
+        let started = Instant::now();
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .with_context(|| format!("GET {path} failed"))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .with_context(|| format!("GET {path}: body"))?;
+        let elapsed = started.elapsed();
+        if status != reqwest::StatusCode::OK {
+            bail!(
+                "GET {path} answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok((elapsed, body))
+    }
 }
 
 impl Api {
@@ -60,14 +110,18 @@ impl Api {
         wait_ready(&http, &base).await?;
         Ok(Self {
             process,
-            http,
-            upload_url: format!("{base}/api/documents"),
+            reader: Reader { http, base },
         })
     }
 
     /// Uploads `bytes` as a tenant's member; the job id of the answer.
     pub async fn upload(&self, token: &str, bytes: Vec<u8>) -> anyhow::Result<Uuid> {
-        upload(&self.http, &self.upload_url, token, bytes).await
+        self.reader.upload(token, bytes).await
+    }
+
+    /// A client of this API for a task of its own.
+    pub fn reader(&self) -> Reader {
+        self.reader.clone()
     }
 
     pub fn peak_rss(&self) -> u64 {
@@ -126,10 +180,10 @@ pub async fn paced(
     let mut running = Vec::with_capacity(count);
     for bytes in bodies {
         ticks.tick().await;
-        let (http, url, token) = (api.http.clone(), api.upload_url.clone(), token.to_owned());
-        running.push(tokio::spawn(async move {
-            upload(&http, &url, &token, bytes).await
-        }));
+        let (reader, token) = (api.reader(), token.to_owned());
+        running.push(tokio::spawn(
+            async move { reader.upload(&token, bytes).await },
+        ));
     }
     let mut job_ids = Vec::with_capacity(count);
     for task in running {
@@ -154,7 +208,7 @@ async fn wait_ready(http: &reqwest::Client, base: &str) -> anyhow::Result<()> {
 }
 
 /// A plain-text letter of `size` bytes that no other upload repeats.
-fn body(size: usize) -> Vec<u8> {
+pub fn body(size: usize) -> Vec<u8> {
     let mut text = format!("bench upload {}\n", Uuid::new_v4()).into_bytes();
     let line = b"Quire measures how fast it takes a document in.\n";
     while text.len() < size {

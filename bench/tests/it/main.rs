@@ -124,6 +124,64 @@ async fn the_fairness_scenario_runs_each_tenant_alone_and_together_and_every_job
     assert!(out.contains("B's p99 with A / alone"), "and a table: {out}");
 }
 
+/// The reads scenario measures both reads idle and loaded: every read answered 200, the
+/// search finding the seeded invoices (the bench checks it before it measures), and the
+/// load really running beside the loaded window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reads_scenario_measures_both_reads_idle_and_beside_the_load() {
+    let context = TestContext::new().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
+        .args([
+            "--scenario",
+            "reads",
+            "--reads-documents",
+            "120",
+            "--reads-backlog",
+            "400",
+            "--reads-rate",
+            "10",
+            "--seconds",
+            "1",
+            "--slots",
+            "4",
+            "--file-size",
+            "4096",
+            "--upload-clients",
+            "2",
+        ])
+        .envs(context.process_env())
+        .output()
+        .await
+        .expect("run quire-bench");
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench reads failed: {err}\n{out}");
+    let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+        .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+    assert_eq!(report["scenario"], "reads");
+    for window in ["list_idle", "list_loaded", "search_idle", "search_loaded"] {
+        assert_eq!(report[window]["failed"], 0, "{window}: {report}");
+        assert!(
+            report[window]["requests"].as_u64().is_some_and(|n| n >= 5),
+            "{window}: {report}"
+        );
+        assert!(
+            report[window]["p99_ms"].as_f64().is_some_and(|v| v > 0.0),
+            "{window}: {report}"
+        );
+    }
+    assert!(
+        report["load"]["c_uploads_per_second"]
+            .as_f64()
+            .is_some_and(|v| v > 0.0),
+        "the uploads ran beside the loaded reads: {report}"
+    );
+    assert!(
+        out.contains("search p50 / p99 ms: loaded"),
+        "and a table: {out}"
+    );
+}
+
 /// One invocation measures the integrity workload (and HTTP uploads) on local storage and
 /// on S3 and prints both, each from its own JSON line. It needs the SeaweedFS that
 /// scripts/test starts for the S3 backend (`QUIRE_TEST_S3_*`); before that backend's

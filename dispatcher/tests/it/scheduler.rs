@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use deadpool_redis::redis;
 use diesel::sql_types::{BigInt, Uuid as SqlUuid};
+use diesel_async::AsyncConnection;
 use quire_shared::broker::WireMessage;
 use quire_shared::db::jobs::{self, Enqueued, NewJob};
+use quire_shared::db::{DbError, scheduler};
 use quire_shared::jobs::BenchNoop;
+use quire_shared::scheduling::Limits;
 use quire_shared::states::EventStatus;
 use quire_shared::test_support::eventually;
 use uuid::Uuid;
@@ -200,4 +203,105 @@ async fn racing_dispatchers_keep_the_in_flight_bound_and_never_publish_an_event_
         assert_eq!(events[0].status, EventStatus::Published);
         assert_eq!(events[0].publish_attempts, 0);
     }
+}
+
+/// Heap pages of the events and jobs tables one round's state read fetches, in a round
+/// transaction of its own (`lock_round`, then `read_state`), as the publisher runs it.
+/// The backend's counters are read before and after the read, in the same transaction:
+/// they hold what earlier transactions on the connection fetched until PostgreSQL
+/// flushes them (at most once a second).
+async fn round_read_heap_pages(world: &World) -> i64 {
+    #[derive(diesel::QueryableByName)]
+    struct Pages {
+        #[diesel(sql_type = BigInt)]
+        pages: i64,
+    }
+    async fn pages(conn: &mut diesel_async::AsyncPgConnection) -> Result<i64, DbError> {
+        let query = diesel::sql_query(
+            "SELECT (pg_stat_get_xact_blocks_fetched('outbox_events'::regclass) \
+                   + pg_stat_get_xact_blocks_fetched('processing_jobs'::regclass))::int8 AS pages",
+        );
+        Ok(diesel_async::RunQueryDsl::get_result::<Pages>(query, conn)
+            .await?
+            .pages)
+    }
+    let settings = &world.context.settings;
+    let limits = Limits {
+        in_flight_per_queue: settings.scheduling.in_flight_per_queue,
+        bulk_share_percent: settings.scheduling.bulk_share_percent,
+        batch_size: settings.dispatcher.batch_size,
+    };
+    let default_cap = settings.scheduling.max_running_per_tenant;
+    let mut conn = world.pool.get().await.expect("connection");
+    conn.transaction::<_, DbError, _>(async |conn| {
+        let before = pages(conn).await?;
+        scheduler::lock_round(conn).await?;
+        scheduler::read_state(conn, &limits, default_cap).await?;
+        Ok(pages(conn).await? - before)
+    })
+    .await
+    .expect("a round's read")
+}
+
+/// Every event of a drain passes through `PUBLISHING` and every job through `RUNNING`:
+/// the partial indexes the round counts them by fill with dead entries until autovacuum
+/// comes. A round must skip those (a plain index scan marks them dead once); a bitmap
+/// scan, which the planner chose for these counts, fetched every dead entry's heap page
+/// again on every round (docs/decisions.md, "No bitmap scans in the round"). Pages, not
+/// time: the count is the same on any machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_reads_no_more_heap_pages_after_a_drain_than_before_it() {
+    const JOBS: usize = 2_000;
+    let world = World::new().await;
+    let before = round_read_heap_pages(&world).await;
+
+    let mut conn = world.pool.get().await.expect("connection");
+    for chunk in 0..JOBS / 500 {
+        let batch: Vec<NewJob<BenchNoop>> = (0..500)
+            .map(|_| NewJob::new(world.tenant_id, BenchNoop {}, 3, None))
+            .collect();
+        let enqueued = jobs::enqueue_many(&mut conn, &batch)
+            .await
+            .expect("enqueue");
+        assert_eq!(enqueued.len(), 500, "chunk {chunk}");
+    }
+    world.start_dispatcher();
+    let mut finished = 0;
+    while finished < JOBS {
+        let popped = eventually(DEADLINE, "messages are published", || async {
+            let popped = pop_all(&world).await;
+            (!popped.is_empty()).then_some(popped)
+        })
+        .await;
+        for message in popped {
+            let job = jobs::claim_job(
+                &mut conn,
+                message.job_id,
+                message.event_id,
+                "worker-test",
+                message.task_id,
+                LEASE,
+            )
+            .await
+            .expect("claim")
+            .expect("each message claims its job");
+            let fence = job.fence().expect("fence");
+            assert!(
+                jobs::mark_succeeded(&mut conn, &fence)
+                    .await
+                    .expect("finish")
+            );
+            finished += 1;
+        }
+    }
+    drop(conn);
+
+    // The first read after the drain meets the dead entries and marks them; the next
+    // must not fetch them again.
+    round_read_heap_pages(&world).await;
+    let after = round_read_heap_pages(&world).await;
+    assert!(
+        after <= before + 8,
+        "a round's read fetched {after} heap pages after {JOBS} jobs drained, {before} before"
+    );
 }
