@@ -1,6 +1,9 @@
 //! The consume loop: pop only as many messages as there are free slots (no prefetch),
 //! claim them in one statement, hand each claimed job to a task,
 //! reconnect with backoff, and on shutdown stop popping and drain in-flight jobs.
+//! Each pop starts at the next of the worker's lists in turn: a pop takes from the
+//! first list that has messages, so with a fixed order a queue whose list never runs dry
+//! (the dispatcher keeps refilling it) starved every list after it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +22,7 @@ use crate::executor::{self, Delivery};
 pub async fn run(
     context: Arc<WorkerContext>,
     settings: &Settings,
-    keys: Vec<String>,
+    mut keys: Vec<String>,
     slots: Arc<Semaphore>,
     shutdown: CancellationToken,
 ) {
@@ -64,6 +67,9 @@ pub async fn run(
         // the messages. Shutdown waits at most one pop timeout.
         let popped =
             tokio::time::timeout(pop_guard, broker::pop(&mut conn, &keys, pop_timeout, want)).await;
+        // The next pop looks at the next list first: every queue with messages gets a
+        // turn at the head, whatever the others hold.
+        keys.rotate_left(1);
         match popped {
             Ok(Ok(Some(raws))) => {
                 let mut permits = vec![permit];

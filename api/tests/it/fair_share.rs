@@ -7,7 +7,7 @@ use diesel::sql_types::{BigInt, Text, Uuid as SqlUuid};
 use diesel_async::RunQueryDsl;
 use quire_shared::config::Settings;
 use quire_shared::db::jobs::{self, NewJob, Priority};
-use quire_shared::jobs::{BenchNoop, FaultTest};
+use quire_shared::jobs::{BackgroundJob, BenchNoop, FaultTest};
 use quire_shared::states::JobStatus;
 use quire_shared::test_support::{self, eventually};
 use uuid::Uuid;
@@ -142,6 +142,43 @@ async fn with_one_worker_slot_a_second_tenants_job_runs_before_the_rest_of_the_f
     assert!(
         a_before_b < backlog.len() / 2,
         "B's job waited for {a_before_b} of A's {} jobs",
+        backlog.len()
+    );
+}
+
+/// One slot serving two queues, the first in the worker's order with a backlog that
+/// never runs dry (the dispatcher refills it as fast as the worker claims): a job of the
+/// second queue still runs within a few pops, not after the whole backlog. The pop takes
+/// from the first list that has messages; with a fixed order, the first queue's backlog
+/// starved every other queue on that worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_in_one_queue_does_not_starve_another_queue_on_the_same_worker() {
+    let app = spawn_with(one_slot).await;
+    let (tenant_b, _) = app.add_tenant("tenant-b").await;
+    let backlog = enqueue(&app, app.tenant_id, 2000, Priority::Interactive).await;
+    let mut settings = app.context.settings.clone();
+    settings.worker.queues = vec![
+        FaultTest::JOB_TYPE.to_owned(),
+        BenchNoop::JOB_TYPE.to_owned(),
+    ];
+    app.start_dispatcher();
+    let _worker = app.start_worker_with(settings);
+    let before = wait_for_starts(&app, 10).await.len();
+
+    let b_job = {
+        let mut conn = app.pool.get().await.expect("connection");
+        jobs::enqueue(&mut conn, &NewJob::new(tenant_b, BenchNoop {}, 3, None))
+            .await
+            .expect("enqueue")
+            .expect("enqueued")
+            .job_id
+    };
+    app.wait_for_job(b_job, JobStatus::Succeeded).await;
+    let a_in_between = starts(&app).await.len() - before;
+    assert!(
+        a_in_between as i64 <= 2 * BOUND + 2,
+        "{a_in_between} of A's {} fault-test jobs started before B's bench-noop job \
+         finished: the second queue waited behind the first",
         backlog.len()
     );
 }
