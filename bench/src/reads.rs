@@ -38,6 +38,7 @@ use uuid::Uuid;
 use crate::args::{BenchArgs, Workload};
 use crate::stack::{Scope, Stack};
 use crate::uploads::{self, Api, Reader};
+use crate::usage;
 use crate::workload::Bench;
 
 /// Documents recorded (and A's jobs enqueued) per commit.
@@ -83,6 +84,9 @@ impl Latencies {
 struct Window {
     list: Latencies,
     search: Latencies,
+    /// How busy the machine's cores were over the window, 0 to 1 (`/proc/stat`: every
+    /// process, the bench's own client included).
+    machine_load: f64,
 }
 
 /// What the load did while the loaded window's reads ran.
@@ -137,11 +141,11 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     let uploader_token = uploads::token(&settings, tenant_c, uploader_user)?;
     let window = Duration::from_secs(args.seconds.max(1));
 
-    let checked = check_reads(&api, &reader_token, args.reads_documents).await;
-    let idle = match checked {
-        Ok(()) => reads(api.reader(), &reader_token, args.reads_rate, window).await,
-        Err(error) => Err(error),
-    };
+    let idle = async {
+        check_reads(&api, &reader_token, args.reads_documents).await?;
+        reads(api.reader(), &reader_token, args.reads_rate, window).await
+    }
+    .await;
     let loaded = match &idle {
         Ok(_) => {
             loaded_window(
@@ -310,7 +314,8 @@ async fn reads(
 ) -> anyhow::Result<Window> {
     let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / per_second.max(0.1)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let end = Instant::now() + window;
+    let (busy, started) = (usage::machine_busy_seconds()?, Instant::now());
+    let end = started + window;
     let (mut list, mut search) = (Vec::new(), Vec::new());
     while Instant::now() < end {
         ticks.tick().await;
@@ -321,7 +326,12 @@ async fn reads(
             ));
         }
     }
-    let mut window = Window::default();
+    let busy = usage::machine_busy_seconds()? - busy;
+    let mut window = Window {
+        machine_load: busy
+            / (started.elapsed().as_secs_f64() * usage::cores() as f64).max(f64::EPSILON),
+        ..Window::default()
+    };
     for (tasks, into) in [(list, &mut window.list), (search, &mut window.search)] {
         for task in tasks {
             match task.await.context("a read task panicked")? {
@@ -445,6 +455,8 @@ impl Report<'_> {
             "list_p99_ratio": ratio(&self.loaded.list, &self.idle.list, 0.99),
             "search_p50_ratio": ratio(&self.loaded.search, &self.idle.search, 0.5),
             "search_p99_ratio": ratio(&self.loaded.search, &self.idle.search, 0.99),
+            "machine_load_idle": self.idle.machine_load,
+            "machine_load_loaded": self.loaded.machine_load,
             "load": {
                 "seconds": self.load.seconds,
                 "a_jobs_per_second": self.load.a_finished as f64 / seconds,
@@ -493,6 +505,14 @@ impl Report<'_> {
                 self.load.a_finished as f64 / seconds,
                 self.load.a_left,
                 self.load.uploads as f64 / seconds
+            ),
+        );
+        row(
+            "cores busy: idle / loaded",
+            format!(
+                "{:.0} % / {:.0} %",
+                100.0 * self.idle.machine_load,
+                100.0 * self.loaded.machine_load
             ),
         );
     }
