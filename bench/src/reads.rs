@@ -37,7 +37,7 @@ use uuid::Uuid;
 
 use crate::args::{BenchArgs, Workload};
 use crate::stack::{Scope, Stack};
-use crate::uploads::{self, Api, Reader};
+use crate::uploads::{self, Api, ApiClient};
 use crate::usage;
 use crate::workload::Bench;
 
@@ -143,7 +143,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
 
     let idle = async {
         check_reads(&api, &reader_token, args.reads_documents).await?;
-        reads(api.reader(), &reader_token, args.reads_rate, window).await
+        reads(api.client(), &reader_token, args.reads_rate, window).await
     }
     .await;
     let loaded = match &idle {
@@ -260,11 +260,11 @@ async fn loaded_window(
     let answered = Arc::new(AtomicUsize::new(0));
     let uploaders: Vec<_> = (0..args.upload_clients.max(1))
         .map(|_| {
-            let (reader, token) = (api.reader(), uploader_token.to_owned());
+            let (client, token) = (api.client(), uploader_token.to_owned());
             let (stop, answered, size) = (stop.clone(), answered.clone(), args.file_size);
             tokio::spawn(async move {
                 while !AtomicBool::load(&stop, Ordering::Relaxed) {
-                    reader.upload(&token, uploads::body(size)).await?;
+                    client.upload(&token, uploads::body(size)).await?;
                     answered.fetch_add(1, Ordering::Relaxed);
                 }
                 anyhow::Ok(())
@@ -285,7 +285,7 @@ async fn loaded_window(
         AtomicUsize::load(&answered, Ordering::Relaxed),
     );
     let started = Instant::now();
-    let reads = reads(api.reader(), reader_token, args.reads_rate, window).await;
+    let reads = reads(api.client(), reader_token, args.reads_rate, window).await;
     let seconds = started.elapsed().as_secs_f64();
     let uploads = AtomicUsize::load(&answered, Ordering::Relaxed) - uploads_before;
     let a_finished = finished(&mut conn, bench_a.tenant_id).await? - finished_before;
@@ -307,7 +307,7 @@ async fn loaded_window(
 
 /// Both reads at `per_second` each for `window`, every request in a task of its own.
 async fn reads(
-    reader: Reader,
+    client: ApiClient,
     token: &str,
     per_second: f64,
     window: Duration,
@@ -320,9 +320,9 @@ async fn reads(
     while Instant::now() < end {
         ticks.tick().await;
         for (path, into) in [(LIST_PATH, &mut list), (SEARCH_PATH, &mut search)] {
-            let (reader, token) = (reader.clone(), token.to_owned());
+            let (client, token) = (client.clone(), token.to_owned());
             into.push(tokio::spawn(
-                async move { reader.timed_get(&token, path).await },
+                async move { client.timed_get(&token, path).await },
             ));
         }
     }
@@ -353,7 +353,7 @@ async fn reads(
 /// measured as fast as it is useless).
 async fn check_reads(api: &Api, token: &str, documents: usize) -> anyhow::Result<()> {
     let page_size = 50;
-    let reader = api.reader();
+    let client = api.client();
     for (path, expected) in [
         (LIST_PATH, documents.min(page_size)),
         (
@@ -361,7 +361,7 @@ async fn check_reads(api: &Api, token: &str, documents: usize) -> anyhow::Result
             (documents / SEARCH_EVERY as usize).min(page_size),
         ),
     ] {
-        let (_, body) = reader.timed_get(token, path).await?;
+        let (_, body) = client.timed_get(token, path).await?;
         let page: serde_json::Value =
             serde_json::from_slice(&body).with_context(|| format!("GET {path}: not JSON"))?;
         let found = page["documents"].as_array().map_or(0, Vec::len);

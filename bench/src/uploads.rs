@@ -35,18 +35,18 @@ pub struct UploadPlan<'a> {
 /// A `quire-api` process of the bench's own on a free loopback port, ready.
 pub struct Api {
     process: QuireProcess,
-    reader: Reader,
+    client: ApiClient,
 }
 
 /// A client of the bench's API that a task can own: its connection pool (shared by
 /// every clone) and the API's address.
 #[derive(Clone)]
-pub struct Reader {
+pub struct ApiClient {
     http: reqwest::Client,
     base: String,
 }
 
-impl Reader {
+impl ApiClient {
     /// Uploads `bytes` as a tenant's member; the job id of the answer.
     pub async fn upload(&self, token: &str, bytes: Vec<u8>) -> anyhow::Result<Uuid> {
         upload(
@@ -110,18 +110,18 @@ impl Api {
         wait_ready(&http, &base).await?;
         Ok(Self {
             process,
-            reader: Reader { http, base },
+            client: ApiClient { http, base },
         })
     }
 
     /// Uploads `bytes` as a tenant's member; the job id of the answer.
     pub async fn upload(&self, token: &str, bytes: Vec<u8>) -> anyhow::Result<Uuid> {
-        self.reader.upload(token, bytes).await
+        self.client.upload(token, bytes).await
     }
 
     /// A client of this API for a task of its own.
-    pub fn reader(&self) -> Reader {
-        self.reader.clone()
+    pub fn client(&self) -> ApiClient {
+        self.client.clone()
     }
 
     pub fn peak_rss(&self) -> u64 {
@@ -180,9 +180,9 @@ pub async fn paced(
     let mut running = Vec::with_capacity(count);
     for bytes in bodies {
         ticks.tick().await;
-        let (reader, token) = (api.reader(), token.to_owned());
+        let (client, token) = (api.client(), token.to_owned());
         running.push(tokio::spawn(
-            async move { reader.upload(&token, bytes).await },
+            async move { client.upload(&token, bytes).await },
         ));
     }
     let mut job_ids = Vec::with_capacity(count);
