@@ -71,6 +71,41 @@ async fn pop_all(world: &World) -> Vec<WireMessage> {
         .collect()
 }
 
+/// Waits for published messages, then claims and finishes each as a worker would, after
+/// checking that no event in them was published before (`seen` holds those so far).
+async fn run_published(world: &World, seen: &mut HashSet<Uuid>) {
+    let popped = eventually(DEADLINE, "messages are published", || async {
+        let popped = pop_all(world).await;
+        (!popped.is_empty()).then_some(popped)
+    })
+    .await;
+    let mut conn = world.pool.get().await.expect("connection");
+    for message in &popped {
+        assert!(
+            seen.insert(message.event_id),
+            "event {} was published twice",
+            message.event_id
+        );
+        let job = jobs::claim_job(
+            &mut conn,
+            message.job_id,
+            message.event_id,
+            "worker-test",
+            message.task_id,
+            LEASE,
+        )
+        .await
+        .expect("claim")
+        .expect("each message claims its job");
+        let fence = job.fence().expect("fence");
+        assert!(
+            jobs::mark_succeeded(&mut conn, &fence)
+                .await
+                .expect("finish")
+        );
+    }
+}
+
 async fn list_length(world: &World) -> i64 {
     redis::cmd("LLEN")
         .arg(world.list())
@@ -166,36 +201,7 @@ async fn racing_dispatchers_keep_the_in_flight_bound_and_never_publish_an_event_
             length <= BOUND,
             "{length} messages wait in Redis, more than the bound of {BOUND}"
         );
-        let popped = eventually(DEADLINE, "messages are published", || async {
-            let popped = pop_all(&world).await;
-            (!popped.is_empty()).then_some(popped)
-        })
-        .await;
-        let mut conn = world.pool.get().await.expect("connection");
-        for message in popped {
-            assert!(
-                seen.insert(message.event_id),
-                "event {} was published twice",
-                message.event_id
-            );
-            let job = jobs::claim_job(
-                &mut conn,
-                message.job_id,
-                message.event_id,
-                "worker-test",
-                message.task_id,
-                LEASE,
-            )
-            .await
-            .expect("claim")
-            .expect("each message claims its job");
-            let fence = job.fence().expect("fence");
-            assert!(
-                jobs::mark_succeeded(&mut conn, &fence)
-                    .await
-                    .expect("finish")
-            );
-        }
+        run_published(&world, &mut seen).await;
     }
     for job in enqueued {
         let events = world.events(job.job_id).await;
@@ -265,36 +271,12 @@ async fn a_round_reads_no_more_heap_pages_after_a_drain_than_before_it() {
             .expect("enqueue");
         assert_eq!(enqueued.len(), 500, "chunk {chunk}");
     }
-    world.start_dispatcher();
-    let mut finished = 0;
-    while finished < JOBS {
-        let popped = eventually(DEADLINE, "messages are published", || async {
-            let popped = pop_all(&world).await;
-            (!popped.is_empty()).then_some(popped)
-        })
-        .await;
-        for message in popped {
-            let job = jobs::claim_job(
-                &mut conn,
-                message.job_id,
-                message.event_id,
-                "worker-test",
-                message.task_id,
-                LEASE,
-            )
-            .await
-            .expect("claim")
-            .expect("each message claims its job");
-            let fence = job.fence().expect("fence");
-            assert!(
-                jobs::mark_succeeded(&mut conn, &fence)
-                    .await
-                    .expect("finish")
-            );
-            finished += 1;
-        }
-    }
     drop(conn);
+    world.start_dispatcher();
+    let mut seen = HashSet::new();
+    while seen.len() < JOBS {
+        run_published(&world, &mut seen).await;
+    }
 
     // The first read after the drain meets the dead entries and marks them; the next
     // must not fetch them again.
