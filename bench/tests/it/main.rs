@@ -7,12 +7,40 @@
 use quire_shared::test_support::TestContext;
 use serde_json::Value;
 
+/// Runs `quire-bench` with `args` in the test's environment and `extra`; its standard
+/// output, once it exited 0 (`what` names the run in the failure).
+async fn run_bench(
+    context: &TestContext,
+    args: &[&str],
+    extra: &[(&str, String)],
+    what: &str,
+) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
+        .args(args)
+        .envs(context.process_env())
+        .envs(extra.iter().map(|(name, value)| (*name, value.as_str())))
+        .output()
+        .await
+        .expect("run quire-bench");
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench {what} failed: {err}\n{out}");
+    out
+}
+
+/// The JSON report a bench prints first.
+fn first_report(out: &str) -> Value {
+    serde_json::from_str(out.lines().next().unwrap_or_default())
+        .unwrap_or_else(|_| panic!("a JSON line first: {out}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
     let context = TestContext::new().await;
     for workload in ["noop", "integrity"] {
-        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
-            .args([
+        let out = run_bench(
+            &context,
+            &[
                 "--workload",
                 workload,
                 "--jobs",
@@ -31,19 +59,12 @@ async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
                 "10",
                 "--upload-clients",
                 "4",
-            ])
-            .envs(context.process_env())
-            .output()
-            .await
-            .expect("run quire-bench");
-        let out = String::from_utf8_lossy(&output.stdout);
-        let err = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "bench {workload} failed: {err}\n{out}"
-        );
-        let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
-            .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+            ],
+            &[],
+            workload,
+        )
+        .await;
+        let report = first_report(&out);
         assert_eq!(report["workload"], workload);
         assert_eq!(report["succeeded"], 40, "{report}");
         assert_eq!(report["steady"]["succeeded"], 20, "{report}");
@@ -66,8 +87,9 @@ async fn the_benchmark_runs_both_workloads_and_every_job_succeeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fairness_scenario_runs_each_tenant_alone_and_together_and_every_job_succeeds() {
     let context = TestContext::new().await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
-        .args([
+    let out = run_bench(
+        &context,
+        &[
             "--scenario",
             "fairness",
             "--fairness-backlog",
@@ -82,19 +104,12 @@ async fn the_fairness_scenario_runs_each_tenant_alone_and_together_and_every_job
             "4096",
             "--workers",
             "1",
-        ])
-        .envs(context.process_env())
-        .output()
-        .await
-        .expect("run quire-bench");
-    let out = String::from_utf8_lossy(&output.stdout);
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "bench fairness failed: {err}\n{out}"
-    );
-    let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
-        .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+        ],
+        &[],
+        "fairness",
+    )
+    .await;
+    let report = first_report(&out);
     assert_eq!(report["scenario"], "fairness");
     for round in ["b_alone", "b_with_a"] {
         assert_eq!(report[round]["succeeded"], 4, "{report}");
@@ -130,8 +145,9 @@ async fn the_fairness_scenario_runs_each_tenant_alone_and_together_and_every_job
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reads_scenario_measures_both_reads_idle_and_beside_the_load() {
     let context = TestContext::new().await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
-        .args([
+    let out = run_bench(
+        &context,
+        &[
             "--scenario",
             "reads",
             "--reads-documents",
@@ -148,16 +164,12 @@ async fn the_reads_scenario_measures_both_reads_idle_and_beside_the_load() {
             "4096",
             "--upload-clients",
             "2",
-        ])
-        .envs(context.process_env())
-        .output()
-        .await
-        .expect("run quire-bench");
-    let out = String::from_utf8_lossy(&output.stdout);
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "bench reads failed: {err}\n{out}");
-    let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
-        .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+        ],
+        &[],
+        "reads",
+    )
+    .await;
+    let report = first_report(&out);
     assert_eq!(report["scenario"], "reads");
     for window in ["list_idle", "list_loaded", "search_idle", "search_loaded"] {
         assert_eq!(report[window]["failed"], 0, "{window}: {report}");
@@ -211,8 +223,9 @@ async fn one_invocation_measures_local_storage_and_s3_side_by_side() {
         ),
         ("QUIRE__STORAGE__S3__PREFIX", prefix),
     ];
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
-        .args([
+    let out = run_bench(
+        &context,
+        &[
             "--workload",
             "integrity",
             "--storage",
@@ -231,18 +244,11 @@ async fn one_invocation_measures_local_storage_and_s3_side_by_side() {
             "5",
             "--upload-clients",
             "2",
-        ])
-        .envs(context.process_env())
-        .envs(s3)
-        .output()
-        .await
-        .expect("run quire-bench");
-    let out = String::from_utf8_lossy(&output.stdout);
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "bench storage failed: {err}\n{out}"
-    );
+        ],
+        &s3,
+        "storage",
+    )
+    .await;
     let reports: Vec<Value> = out
         .lines()
         .take(2)
@@ -270,27 +276,21 @@ async fn one_invocation_measures_local_storage_and_s3_side_by_side() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_analyze_workload_measures_quire_against_its_tools_by_hand() {
     let context = TestContext::new().await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_quire-bench"))
-        .args([
+    let out = run_bench(
+        &context,
+        &[
             "--workload",
             "analyze",
             "--corpus-files",
             "text-pdf-1,plain-text",
             "--corpus-sets",
             "1",
-        ])
-        .envs(context.process_env())
-        .output()
-        .await
-        .expect("run quire-bench");
-    let out = String::from_utf8_lossy(&output.stdout);
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "bench analyze failed: {err}\n{out}"
-    );
-    let report: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
-        .unwrap_or_else(|_| panic!("a JSON line first: {out}"));
+        ],
+        &[],
+        "analyze",
+    )
+    .await;
+    let report = first_report(&out);
     assert_eq!(report["workload"], "analyze");
     let passes = report["passes"].as_array().expect("passes");
     let cores = report["cores"].as_u64().expect("cores");
