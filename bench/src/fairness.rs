@@ -38,6 +38,7 @@ use uuid::Uuid;
 
 use crate::args::{BenchArgs, Workload};
 use crate::measure::{self, Committed, Spans, wait_finished};
+use crate::report::row;
 use crate::stack::{Scope, Stack};
 use crate::uploads::{self, Api};
 use crate::usage;
@@ -430,8 +431,4 @@ impl Report<'_> {
             ),
         );
     }
-}
-
-fn row(name: &str, value: String) {
-    println!("  {name:<44} {value}");
 }

@@ -120,7 +120,7 @@ struct Remaining {
 /// Jobs of the bench's tenant and type still queued or running. Cheap (the partial
 /// indexes of queued and running jobs), so polling it does not slow the drain it
 /// watches: computing the spans over every job on each poll took a third of a core.
-async fn remaining(
+pub async fn remaining(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     job_type: &str,

@@ -36,6 +36,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::args::{BenchArgs, Workload};
+use crate::measure;
+use crate::report::row;
 use crate::stack::{Scope, Stack};
 use crate::uploads::{self, Api, ApiClient};
 use crate::usage;
@@ -48,7 +50,9 @@ const BATCH: usize = 100;
 /// looks for: it ranks a realistic share of the tenant's documents, not all nor one.
 const SEARCH_EVERY: i64 = 10;
 
-/// The two reads, as a client sends them.
+/// The `limit` both reads ask for.
+const PAGE_SIZE: usize = 50;
+/// The two reads, as a client sends them (`limit` = [`PAGE_SIZE`]).
 const LIST_PATH: &str = "/api/documents?limit=50";
 const SEARCH_PATH: &str = "/api/documents/search?q=quarterly%20invoice&limit=50";
 
@@ -289,7 +293,7 @@ async fn loaded_window(
     let seconds = started.elapsed().as_secs_f64();
     let uploads = AtomicUsize::load(&answered, Ordering::Relaxed) - uploads_before;
     let a_finished = finished(&mut conn, bench_a.tenant_id).await? - finished_before;
-    let a_left = left(&mut conn, bench_a.tenant_id).await?;
+    let a_left = measure::remaining(&mut conn, bench_a.tenant_id, VerifyDocument::JOB_TYPE).await?;
     stop.store(true, Ordering::Relaxed);
     for uploader in uploaders {
         uploader.await.context("an upload client panicked")??;
@@ -352,13 +356,12 @@ async fn reads(
 /// search that finds the quarterly invoices (a search that found nothing would be
 /// measured as fast as it is useless).
 async fn check_reads(api: &Api, token: &str, documents: usize) -> anyhow::Result<()> {
-    let page_size = 50;
     let client = api.client();
     for (path, expected) in [
-        (LIST_PATH, documents.min(page_size)),
+        (LIST_PATH, documents.min(PAGE_SIZE)),
         (
             SEARCH_PATH,
-            (documents / SEARCH_EVERY as usize).min(page_size),
+            (documents / SEARCH_EVERY as usize).min(PAGE_SIZE),
         ),
     ] {
         let (_, body) = client.timed_get(token, path).await?;
@@ -389,18 +392,6 @@ async fn finished(
     )
     .bind::<SqlUuid, _>(tenant_id)
     .bind::<diesel::sql_types::Text, _>(VerifyDocument::JOB_TYPE)
-    .get_result::<Count>(conn)
-    .await?
-    .count)
-}
-
-/// A's jobs still queued or running.
-async fn left(conn: &mut diesel_async::AsyncPgConnection, tenant_id: Uuid) -> anyhow::Result<i64> {
-    Ok(diesel::sql_query(
-        "SELECT count(*) AS count FROM processing_jobs \
-         WHERE tenant_id = $1 AND status IN ('QUEUED', 'RUNNING')",
-    )
-    .bind::<SqlUuid, _>(tenant_id)
     .get_result::<Count>(conn)
     .await?
     .count)
@@ -516,8 +507,4 @@ impl Report<'_> {
             ),
         );
     }
-}
-
-fn row(name: &str, value: String) {
-    println!("  {name:<36} {value}");
 }

@@ -189,7 +189,8 @@ pub fn print_storage_comparison(runs: &[Results<'_>]) {
     );
 }
 
-fn row(name: &str, value: String) {
+/// One line of a report's table: the measure's name, then its value.
+pub fn row(name: &str, value: String) {
     println!("  {name:<44} {value}");
 }
 
