@@ -5,6 +5,7 @@
 mod claim_recovery;
 mod lost_messages;
 mod message_shape;
+mod plans;
 mod redis_outage;
 mod rescuer;
 mod retention;

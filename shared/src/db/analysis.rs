@@ -85,7 +85,7 @@ pub async fn start_processing(
     let started = diesel::sql_query(
         "WITH fenced AS ( \
              SELECT 1 FROM processing_jobs j \
-             WHERE j.id = $3 AND j.status = 'RUNNING' AND j.worker_id = $4 \
+             WHERE j.id = $3 AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.worker_id = $4 \
                AND j.attempts = $5 AND j.last_task_id = $6), \
          live AS ( \
              SELECT id, current_version_id FROM documents \
@@ -138,7 +138,7 @@ pub async fn record_findings(
         "UPDATE document_versions SET findings_text = $3, findings_issued_at = $4 \
          WHERE id = $5 AND document_id = $1 AND tenant_id = $2 \
            AND EXISTS (SELECT 1 FROM processing_jobs j \
-                       WHERE j.id = $6 AND j.status = 'RUNNING' AND j.worker_id = $7 \
+                       WHERE j.id = $6 AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.worker_id = $7 \
                          AND j.attempts = $8 AND j.last_task_id = $9)",
     )
     .bind::<SqlUuid, _>(document_id)

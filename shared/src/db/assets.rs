@@ -86,7 +86,7 @@ pub async fn upsert(
                                  size_bytes, sha256, content_type) \
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 \
              WHERE EXISTS (SELECT 1 FROM processing_jobs j \
-                           WHERE j.id = $10 AND j.status = 'RUNNING' AND j.worker_id = $11 \
+                           WHERE j.id = $10 AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.worker_id = $11 \
                              AND j.attempts = $12 AND j.last_task_id = $13) \
              ON CONFLICT (version_id, kind) DO UPDATE \
              SET storage_key = EXCLUDED.storage_key, size_bytes = EXCLUDED.size_bytes, \

@@ -385,6 +385,9 @@ pub async fn claim_job(
 /// `queue_pauses`) claims nothing and stays `QUEUED`, even when its message was in Redis
 /// before the pause: the message is spent like a duplicate's, and the resume gives the
 /// job a new event (`pauses::reannounce_released`).
+///
+/// The rows are found by key whatever the statistics say: the guard is written
+/// `IS NOT DISTINCT FROM` ([lookups by key](super#lookups-by-key)).
 pub async fn claim_jobs(
     conn: &mut AsyncPgConnection,
     requests: &[ClaimRequest],
@@ -402,7 +405,7 @@ pub async fn claim_jobs(
          m AS (SELECT * FROM unnest($3::uuid[], $4::uuid[], $5::uuid[]) AS m(job_id, event_id, task_id)), \
          locked AS ( \
              SELECT q.id FROM processing_jobs AS q JOIN m ON q.id = m.job_id \
-             WHERE q.status = 'QUEUED' AND q.current_event_id = m.event_id \
+             WHERE q.status IS NOT DISTINCT FROM 'QUEUED' AND q.current_event_id = m.event_id \
                AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = q.job_type) \
                AND NOT EXISTS (SELECT 1 FROM tenants AS t \
                                WHERE t.id = q.tenant_id AND t.processing_paused_at IS NOT NULL) \
@@ -414,7 +417,7 @@ pub async fn claim_jobs(
              error_code = NULL, error_message = NULL, updated_at = now() \
          FROM m, relaxed \
          WHERE j.id = m.job_id AND j.id IN (SELECT id FROM locked) \
-           AND j.status = 'QUEUED' AND j.current_event_id = m.event_id \
+           AND j.status IS NOT DISTINCT FROM 'QUEUED' AND j.current_event_id = m.event_id \
          RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload, j.status, \
              j.attempts, j.max_attempts, j.current_event_id, j.worker_id, j.last_task_id, \
              j.lease_expires_at, j.heartbeat_at, j.queued_at, j.started_at, j.finished_at, \
@@ -461,7 +464,7 @@ pub async fn mark_succeeded_many(
              SET status = 'SUCCEEDED', finished_at = now(), lease_expires_at = NULL, updated_at = now() \
              FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::uuid[]) \
                  AS f(id, worker_id, attempt, task_id) \
-             WHERE j.id = f.id AND j.status = 'RUNNING' AND j.worker_id = f.worker_id \
+             WHERE j.id = f.id AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.worker_id = f.worker_id \
                AND j.attempts = f.attempt AND j.last_task_id = f.task_id \
              RETURNING j.id) \
          SELECT id, pg_notify('quire_outbox', '') IS NULL AS notified FROM done",
@@ -489,7 +492,7 @@ pub async fn mark_failed(
              UPDATE processing_jobs \
              SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
                  error_code = $4, error_message = $5, updated_at = now() \
-             WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
+             WHERE id = $1 AND status IS NOT DISTINCT FROM 'RUNNING' AND worker_id = $2 AND attempts = $3 \
                AND last_task_id = $6 \
              RETURNING id) \
          SELECT count(pg_notify('quire_outbox', '')) AS count FROM failed",
@@ -531,7 +534,7 @@ pub async fn requeue_for_retry(
                  lease_expires_at = NULL, heartbeat_at = NULL, \
                  error_code = $6, error_message = $7, updated_at = now() \
              FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
-             WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
+             WHERE j.id = $1 AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
                AND j.last_task_id = $8 \
              RETURNING j.id, j.tenant_id, j.job_type, prev.previous), ",
         next_event_cte!(
@@ -599,7 +602,7 @@ pub async fn stop_at_shutdown(
                  lease_expires_at = NULL, heartbeat_at = NULL, \
                  error_code = $5, error_message = $6, updated_at = now() \
              FROM (SELECT current_event_id AS previous FROM processing_jobs WHERE id = $1) AS prev \
-             WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
+             WHERE j.id = $1 AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
                AND j.last_task_id = $7 AND j.attempts < j.max_attempts \
              RETURNING j.id, j.tenant_id, j.job_type, prev.previous), ",
         next_event_cte!("$4", "job.previous", "now()"),
@@ -607,7 +610,7 @@ pub async fn stop_at_shutdown(
              UPDATE processing_jobs AS j \
              SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, \
                  error_code = $5, error_message = $6, updated_at = now() \
-             WHERE j.id = $1 AND j.status = 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
+             WHERE j.id = $1 AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.worker_id = $2 AND j.attempts = $3 \
                AND j.last_task_id = $7 AND j.attempts >= j.max_attempts \
              RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload), ",
         super::analysis::failed_analysis_ctes!("failed", "$6", "failed.job_type = ANY($8)"),
@@ -647,7 +650,7 @@ struct Holds {
 pub async fn fence_holds(conn: &mut AsyncPgConnection, fence: &Fence) -> Result<bool, DbError> {
     let row = diesel::sql_query(
         "SELECT EXISTS (SELECT 1 FROM processing_jobs \
-                        WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 \
+                        WHERE id = $1 AND status IS NOT DISTINCT FROM 'RUNNING' AND worker_id = $2 \
                           AND attempts = $3 AND last_task_id = $4) AS holds",
     )
     .bind::<SqlUuid, _>(fence.job_id)
@@ -687,7 +690,7 @@ pub async fn heartbeat(
         "WITH beat AS ( \
              UPDATE processing_jobs \
              SET heartbeat_at = now(), lease_expires_at = now() + $4 * interval '1 millisecond' \
-             WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
+             WHERE id = $1 AND status IS NOT DISTINCT FROM 'RUNNING' AND worker_id = $2 AND attempts = $3 \
                AND last_task_id = $5 \
              RETURNING status) \
          SELECT EXISTS (SELECT 1 FROM beat) AS extended, \

@@ -132,7 +132,7 @@ pub async fn rescue_expired_leases(
                      error_message = 'the worker running this job stopped responding', updated_at = now() \
                  FROM seen, processing_jobs AS prev \
                  WHERE j.id = seen.id AND prev.id = seen.id \
-                   AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
+                   AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.attempts = seen.attempts \
                    AND j.lease_expires_at < now() AND j.attempts < j.max_attempts \
                  RETURNING j.id, j.tenant_id, j.job_type, seen.event_id, prev.current_event_id AS previous), ",
             next_event_cte!("job.event_id", "job.previous", "now()"),
@@ -164,7 +164,7 @@ pub async fn rescue_expired_leases(
                          error_code = 'worker_lost', \
                          error_message = 'the job stopped its worker on every attempt', updated_at = now() \
                      FROM seen \
-                     WHERE j.id = seen.id AND j.status = 'RUNNING' AND j.attempts = seen.attempts \
+                     WHERE j.id = seen.id AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.attempts = seen.attempts \
                        AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts \
                      RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload), ",
                 super::analysis::failed_analysis_ctes!(
@@ -315,6 +315,14 @@ pub struct Pruned {
 /// Deletes old delivered or cancelled events that no active job still depends on, then
 /// old finished jobs with their events (`FAILED` ones are kept longer), then expired
 /// dashboard sessions and idempotency keys, then old tenant events. Batched.
+///
+/// Each batch walks its index from the oldest row (`outbox_events_delivered_idx`,
+/// `processing_jobs_finished_idx`) and stops at the cutoff, so a pass reads what it
+/// deletes and not the history it keeps: without the `ORDER BY`, the planner read every
+/// retained row on every pass (a scan of the jobs table, of the events' job index) when
+/// nothing was old enough (the scale bench, docs/benchmarks.md, "Cost at scale"). The
+/// one row a pass may read again and again is a failed job between the two ages, kept
+/// for its longer retention.
 pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Result<Pruned, DbError> {
     let events = diesel::sql_query(
         "WITH doomed AS ( \
@@ -323,7 +331,7 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
                AND e.created_at < now() - $1 * interval '1 millisecond' \
                AND (j.current_event_id IS DISTINCT FROM e.id \
                     OR j.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) \
-             LIMIT $2), \
+             ORDER BY e.created_at LIMIT $2), \
          gone AS (DELETE FROM outbox_events WHERE id IN (SELECT id FROM doomed) RETURNING id) \
          SELECT count(*) AS count FROM gone",
     )
@@ -335,10 +343,11 @@ pub async fn prune(conn: &mut AsyncPgConnection, retention: &Retention) -> Resul
     let jobs = diesel::sql_query(
         "WITH doomed AS ( \
              SELECT id FROM processing_jobs \
-             WHERE (status IN ('SUCCEEDED', 'CANCELLED') \
-                    AND finished_at < now() - $1 * interval '1 millisecond') \
-                OR (status = 'FAILED' AND finished_at < now() - $2 * interval '1 millisecond') \
-             LIMIT $3 FOR UPDATE SKIP LOCKED), \
+             WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') \
+               AND finished_at < now() - LEAST($1, $2) * interval '1 millisecond' \
+               AND (status = 'FAILED' OR finished_at < now() - $1 * interval '1 millisecond') \
+               AND (status <> 'FAILED' OR finished_at < now() - $2 * interval '1 millisecond') \
+             ORDER BY finished_at LIMIT $3 FOR UPDATE SKIP LOCKED), \
          gone_events AS (DELETE FROM outbox_events WHERE job_id IN (SELECT id FROM doomed)), \
          gone AS (DELETE FROM processing_jobs WHERE id IN (SELECT id FROM doomed) RETURNING id) \
          SELECT count(*) AS count FROM gone",

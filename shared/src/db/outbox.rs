@@ -93,7 +93,8 @@ pub async fn mark_published(
         // that each is still this dispatcher's claim. A status filter in `held` led the
         // planner to intersect the key lookup with the `PUBLISHING` partial index,
         // whose dead entries a bitmap scan visits again on every call (1 ms of a batch
-        // while a backlog drains; see `scheduler::lock_round`).
+        // while a backlog drains; see `scheduler::lock_round`). Every guard on a row
+        // found by key is written `IS NOT DISTINCT FROM` (`db`, "Lookups by key").
         "WITH held AS ( \
              SELECT id FROM outbox_events WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
          marked AS ( \
@@ -102,17 +103,17 @@ pub async fn mark_published(
                  last_error = NULL \
              FROM unnest($1::uuid[], $2::uuid[]) AS p(id, task_id) \
              WHERE e.id = p.id AND e.id IN (SELECT id FROM held) \
-               AND e.status = 'PUBLISHING' AND e.claimed_by = $3 \
+               AND e.status IS NOT DISTINCT FROM 'PUBLISHING' AND e.claimed_by = $3 \
              RETURNING e.id, e.job_id), \
          locked AS ( \
              SELECT j.id FROM processing_jobs AS j JOIN marked AS m ON m.job_id = j.id \
-             WHERE j.status = 'QUEUED' AND j.current_event_id = m.id \
+             WHERE j.status IS NOT DISTINCT FROM 'QUEUED' AND j.current_event_id = m.id \
              FOR UPDATE OF j SKIP LOCKED), \
          announced AS ( \
              UPDATE processing_jobs AS j SET announced_event_id = m.id \
              FROM marked AS m \
              WHERE j.id = m.job_id AND j.id IN (SELECT id FROM locked) \
-               AND j.status = 'QUEUED' AND j.current_event_id = m.id \
+               AND j.status IS NOT DISTINCT FROM 'QUEUED' AND j.current_event_id = m.id \
              RETURNING j.id) \
          SELECT count(*) AS count FROM marked",
     )

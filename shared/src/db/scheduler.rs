@@ -216,7 +216,9 @@ pub async fn claim_next(
 /// `PENDING → PUBLISHING` for the plan: each (queue, class, tenant) its next due events,
 /// as many as it was picked, skipping rows another dispatcher holds. Guarded again: a
 /// pause committed since the state was read holds its events back. Returns the claimed
-/// events in publication order (the plan's interleaving of tenants and classes).
+/// events in publication order (the plan's interleaving of tenants and classes). The
+/// update finds the picked rows by key whatever the statistics say ([lookups by key](super#lookups-by-key));
+/// the picks themselves come from `outbox_events_fair_idx`, the only index of due events.
 pub async fn claim(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,
@@ -252,7 +254,7 @@ pub async fn claim(
                  FOR UPDATE SKIP LOCKED) AS e) \
          UPDATE outbox_events \
          SET status = 'PUBLISHING', claimed_at = now(), claimed_by = $1 \
-         WHERE id IN (SELECT id FROM picked) AND status = 'PENDING' \
+         WHERE id IN (SELECT id FROM picked) AND status IS NOT DISTINCT FROM 'PENDING' \
          RETURNING id, job_id, queue, message, publish_attempts, claimed_at, tenant_id, \
              priority, next_attempt_at",
     )

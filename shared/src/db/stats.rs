@@ -243,7 +243,7 @@ pub struct ActiveEvents {
 }
 
 /// `PENDING` and `PUBLISHING` events, exact, over their partial indexes
-/// (`outbox_events_due_idx`, `outbox_events_publishing_idx`), and the outbox lag.
+/// (`outbox_events_fair_idx`, `outbox_events_publishing_idx`), and the outbox lag.
 pub async fn active_events(conn: &mut AsyncPgConnection) -> Result<ActiveEvents, DbError> {
     Ok(diesel::sql_query(
         "SELECT pending.count AS pending, publishing.count AS publishing, \

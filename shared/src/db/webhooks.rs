@@ -437,7 +437,7 @@ pub async fn record_attempt(
     let row: RecordedRow = diesel::sql_query(format!(
         "WITH fenced AS ( \
              SELECT 1 FROM processing_jobs \
-             WHERE id = $1 AND status = 'RUNNING' AND worker_id = $2 AND attempts = $3 \
+             WHERE id = $1 AND status IS NOT DISTINCT FROM 'RUNNING' AND worker_id = $2 AND attempts = $3 \
                AND last_task_id = $4), \
          delivery AS ( \
              UPDATE webhook_deliveries SET status = $7, attempts = attempts + 1, \
@@ -500,7 +500,7 @@ pub async fn give_up(
         "UPDATE webhook_deliveries SET status = 'failed', last_error = coalesce(last_error, $6) \
          WHERE id = $5 AND tenant_id = $1 AND status = 'pending' AND EXISTS ( \
              SELECT 1 FROM processing_jobs \
-             WHERE id = $2 AND status = 'RUNNING' AND worker_id = $3 AND attempts = $4 \
+             WHERE id = $2 AND status IS NOT DISTINCT FROM 'RUNNING' AND worker_id = $3 AND attempts = $4 \
                AND last_task_id = $7)",
     )
     .bind::<SqlUuid, _>(tenant_id)

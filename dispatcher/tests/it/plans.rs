@@ -1,0 +1,197 @@
+//! The plans of the hot statements hold whatever PostgreSQL's statistics say. After a
+//! vacuum of an idle queue, the partial indexes of queued, pending and publishing rows are
+//! recorded empty, and the planner estimates them so, however many rows they hold again,
+//! until the next ANALYZE; retention's cutoffs are parameters it cannot estimate. Each
+//! test builds that state for real and counts the blocks a statement reads (the
+//! backend's own counters for the tables and their indexes, in one transaction): blocks,
+//! not time, so the bound holds on any machine (docs/decisions.md, "Lookups by key ignore
+//! the statistics").
+
+use std::time::Duration;
+
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use quire_shared::db::jobs::{self, ClaimRequest, NewJob};
+use quire_shared::db::maintenance::{self, Retention};
+use quire_shared::db::outbox::{self, Published};
+use quire_shared::db::{DbError, scheduler};
+use quire_shared::jobs::BenchNoop;
+use quire_shared::scheduling::Limits;
+use uuid::Uuid;
+
+use crate::support::World;
+
+/// A statement that goes by key reads a few dozen index and heap pages per row it changes
+/// (its lookups, the new row versions and their index entries: 17 to 55 here); one that
+/// scans a partial index reads the backlog's pages, about 800 for 40,000 queued jobs.
+const BLOCKS_PER_ROW: i64 = 80;
+
+/// A retention pass that prunes nothing reads its indexes' ends, the planner's probes of
+/// them and a few catalog-kept pages (about 120 blocks here); one that scans the
+/// history it keeps read 20,598 for 20,000 finished jobs.
+const RETENTION_BLOCKS: i64 = 500;
+
+/// Events a round claims: few, so that a scan of the backlog shows per row.
+const BATCH: i64 = 4;
+
+/// The backlog the statistics call empty.
+const BACKLOG: usize = 40_000;
+
+/// Blocks read so far in this transaction from the queue's two tables and their indexes.
+async fn blocks(conn: &mut AsyncPgConnection) -> Result<i64, DbError> {
+    #[derive(diesel::QueryableByName)]
+    struct Blocks {
+        #[diesel(sql_type = BigInt)]
+        blocks: i64,
+    }
+    Ok(diesel::sql_query(
+        "SELECT sum(pg_stat_get_xact_blocks_fetched(c.oid))::int8 AS blocks FROM pg_class AS c \
+         WHERE c.oid IN ('processing_jobs'::regclass, 'outbox_events'::regclass) \
+            OR c.oid IN (SELECT indexrelid FROM pg_index \
+                         WHERE indrelid IN ('processing_jobs'::regclass, 'outbox_events'::regclass))",
+    )
+    .get_result::<Blocks>(conn)
+    .await?
+    .blocks)
+}
+
+async fn enqueue(world: &World, count: usize) -> Vec<Uuid> {
+    let mut conn = world.pool.get().await.expect("connection");
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count.div_ceil(1000) {
+        let batch: Vec<NewJob<BenchNoop>> = (0..1000.min(count - ids.len()))
+            .map(|_| NewJob::new(world.tenant_id, BenchNoop {}, 3, None))
+            .collect();
+        let enqueued = jobs::enqueue_many(&mut conn, &batch)
+            .await
+            .expect("enqueue");
+        ids.extend(
+            enqueued
+                .into_iter()
+                .map(|job| job.expect("enqueued").job_id),
+        );
+    }
+    ids
+}
+
+/// Jobs that came and went (cancelled: queued, pending, then finished), then a vacuum
+/// with the queue idle, as autovacuum leaves a quiet queue.
+async fn an_idle_vacuumed_queue(world: &World, jobs_that_went: usize) {
+    let gone = enqueue(world, jobs_that_went).await;
+    let mut conn = world.pool.get().await.expect("connection");
+    for chunk in gone.chunks(1000) {
+        jobs::cancel_jobs(&mut conn, chunk, "gone before the test")
+            .await
+            .expect("cancel");
+    }
+    diesel::sql_query("VACUUM (ANALYZE) processing_jobs, outbox_events")
+        .execute(&mut conn)
+        .await
+        .expect("vacuum");
+}
+
+/// One round's claim, the mark of what it published, a worker's claim of one of those
+/// jobs and its finish, beside a backlog of 40,000 jobs the statistics call none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empty() {
+    let world = World::new().await;
+    an_idle_vacuumed_queue(&world, 3_000).await;
+    enqueue(&world, BACKLOG).await;
+
+    let settings = &world.context.settings;
+    let limits = Limits {
+        in_flight_per_queue: settings.scheduling.in_flight_per_queue,
+        bulk_share_percent: settings.scheduling.bulk_share_percent,
+        batch_size: BATCH,
+    };
+    let cap = settings.scheduling.max_running_per_tenant;
+    let mut conn = world.pool.get().await.expect("connection");
+    let read = conn
+        .transaction::<_, DbError, _>(async |conn| {
+            let start = blocks(conn).await?;
+            let claimed = scheduler::claim_next(conn, "dispatcher-test", &limits, cap).await?;
+            let after_round = blocks(conn).await?;
+            let published: Vec<Published> = claimed
+                .iter()
+                .map(|event| Published {
+                    event_id: event.id,
+                    task_id: Uuid::now_v7(),
+                })
+                .collect();
+            let marked = outbox::mark_published(conn, "dispatcher-test", &published).await?;
+            let after_mark = blocks(conn).await?;
+            let ([event, ..], [first, ..]) = (claimed.as_slice(), published.as_slice()) else {
+                panic!("the round claimed no event");
+            };
+            let request = ClaimRequest {
+                job_id: event.job_id,
+                event_id: first.event_id,
+                task_id: first.task_id,
+            };
+            let job = jobs::claim_jobs(conn, &[request], "worker-test", Duration::from_secs(60))
+                .await?
+                .pop()
+                .expect("the job is claimed")
+                .job;
+            let after_claim = blocks(conn).await?;
+            let finished = jobs::mark_succeeded(conn, &job.fence().expect("fence")).await?;
+            let after_finish = blocks(conn).await?;
+            assert_eq!(marked, claimed.len());
+            assert!(finished, "the finish's fence holds");
+            let events = i64::try_from(claimed.len()).expect("a small batch");
+            // Blocks per row each statement changed.
+            Ok([
+                ("the round's read and claim", (after_round - start) / events),
+                ("the mark published", (after_mark - after_round) / events),
+                ("the worker's claim", after_claim - after_mark),
+                ("the finish", after_finish - after_claim),
+            ])
+        })
+        .await
+        .expect("the path of a job");
+    for (statement, blocks) in read {
+        assert!(
+            blocks <= BLOCKS_PER_ROW,
+            "{statement} read {blocks} blocks a row beside {BACKLOG} queued jobs: {read:?}"
+        );
+    }
+}
+
+/// A retention pass with nothing old enough to prune reads its indexes up to the cutoff,
+/// not the 20,000 finished jobs and their events it keeps, in the plan the dispatcher
+/// runs it with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retention_pass_reads_what_it_prunes_not_the_history_it_keeps() {
+    let world = World::new().await;
+    an_idle_vacuumed_queue(&world, 20_000).await;
+    let retention = Retention {
+        events: Duration::from_secs(7 * 86_400),
+        finished_jobs: Duration::from_secs(30 * 86_400),
+        failed_jobs: Duration::from_secs(90 * 86_400),
+        tenant_events: Duration::from_secs(72 * 3_600),
+        batch: 1000,
+    };
+    let mut conn = world.pool.get().await.expect("connection");
+    let (pruned, read) = conn
+        .transaction::<_, DbError, _>(async |conn| {
+            // The plan a long-running dispatcher keeps: after five runs the plan cache
+            // settles on the generic plan, which cannot see the cutoffs' values.
+            diesel::sql_query("SET LOCAL plan_cache_mode = force_generic_plan")
+                .execute(conn)
+                .await?;
+            let start = blocks(conn).await?;
+            let pruned = maintenance::prune(conn, &retention).await?;
+            Ok((pruned, blocks(conn).await? - start))
+        })
+        .await
+        .expect("a retention pass");
+    assert_eq!(
+        (pruned.events, pruned.jobs),
+        (0, 0),
+        "nothing is old enough"
+    );
+    assert!(
+        read <= RETENTION_BLOCKS,
+        "a retention pass read {read} blocks to prune nothing beside 20,000 finished jobs"
+    );
+}
