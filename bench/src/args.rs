@@ -12,6 +12,10 @@ pub enum Scenario {
     /// The API's reads (a page of the listing, a search) on an idle stack and beside a
     /// drain and an upload run (docs/benchmarks.md, "Reads under load").
     Reads,
+    /// Enqueue and drain on an empty database, then beside --history-jobs finished jobs
+    /// and their events, then a --backlog of queued jobs (docs/benchmarks.md, "Cost at
+    /// scale").
+    Scale,
 }
 
 /// A storage backend a run is measured on (`storage.backend` of every process).
@@ -114,4 +118,21 @@ pub struct BenchArgs {
     /// of --seconds.
     #[arg(long, default_value_t = 20.0)]
     pub reads_rate: f64,
+    /// Scale: finished jobs of history seeded between the empty and the history phase.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub history_jobs: u64,
+    /// Scale: outbox events per finished job (a retry or a rescue adds one).
+    #[arg(long, default_value_t = 2)]
+    pub history_events_per_job: u32,
+    /// Scale: tenants the history belongs to besides the measured one, which holds half.
+    #[arg(long, default_value_t = 10)]
+    pub history_tenants: usize,
+    /// Scale: no-op jobs queued at once, then drained by the stack.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub backlog: usize,
+    /// Scale: seconds at the start of the backlog's drain during which PostgreSQL logs the
+    /// plan of every statement (auto_explain, which must be loaded: `scripts/bench
+    /// scale`); 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub plans_seconds: u64,
 }

@@ -34,6 +34,7 @@ mod fairness;
 mod measure;
 mod reads;
 mod report;
+mod scale;
 mod stack;
 mod uploads;
 mod usage;
@@ -67,6 +68,9 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     if args.scenario == Scenario::Reads {
         return reads::run(settings, &args, &pool).await;
     }
+    if args.scenario == Scenario::Scale {
+        return scale::run(settings, &args, &pool).await;
+    }
     if args.workload == Workload::Analyze {
         return analyze::run(settings, &args, &pool).await;
     }
@@ -99,6 +103,24 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A tenant of the bench's own, active, with one member (the uploads' user).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BenchTenant {
+    pub id: Uuid,
+    pub user_id: Uuid,
+}
+
+pub(crate) async fn create_tenant(pool: &PgPool, name: &str) -> anyhow::Result<BenchTenant> {
+    let user_id = Uuid::now_v7();
+    let mut conn = pool.get().await?;
+    let tenant = tenants::create_tenant(&mut conn, name, TenantStatus::Active).await?;
+    members::materialize(&mut conn, tenant.id, &[MemberSpec::User(user_id)]).await?;
+    Ok(BenchTenant {
+        id: tenant.id,
+        user_id,
+    })
+}
+
 /// The standard scenario on one storage backend (`None`: the configured one).
 async fn run_standard<'a>(
     settings: &Settings,
@@ -114,25 +136,34 @@ async fn run_standard<'a>(
         namespace: format!("bench-{suffix}"),
         storage,
     };
-    let user_id = Uuid::now_v7();
-    let tenant_id = {
-        let mut conn = pool.get().await?;
-        let tenant =
-            tenants::create_tenant(&mut conn, &format!("bench-{suffix}"), TenantStatus::Active)
-                .await?;
-        members::materialize(&mut conn, tenant.id, &[MemberSpec::User(user_id)]).await?;
-        tenant.id
-    };
+    let tenant = create_tenant(pool, &format!("bench-{suffix}")).await?;
+    eprintln!(
+        "bench: tenant bench-{suffix}, redis namespace {}, storage {storage_name}",
+        scope.namespace
+    );
+    run_in_tenant(&settings, args, pool, &scope, tenant, storage_name).await
+}
+
+/// The standard scenario's runs in `tenant`, on `scope`: direct enqueue, drain, steady
+/// rate and (unless `--uploads 0`) HTTP uploads.
+pub(crate) async fn run_in_tenant<'a>(
+    settings: &Settings,
+    args: &'a BenchArgs,
+    pool: &PgPool,
+    scope: &Scope,
+    tenant: BenchTenant,
+    storage_name: String,
+) -> anyhow::Result<Results<'a>> {
+    let BenchTenant {
+        id: tenant_id,
+        user_id,
+    } = tenant;
     let bench = Bench {
         settings: settings.clone(),
         tenant_id,
         workload: args.workload,
         file_size: args.file_size,
     };
-    eprintln!(
-        "bench: tenant bench-{suffix}, redis namespace {}, storage {storage_name}",
-        scope.namespace
-    );
 
     // Direct enqueue, nothing consuming yet.
     let prepared = bench.prepare(args.jobs).await?;
@@ -148,7 +179,7 @@ async fn run_standard<'a>(
     let commits_before = commits(&mut conn).await?;
 
     // Drain: start the processes; the database clock times first start to last finish.
-    let stack = Stack::start(&scope, args)?;
+    let stack = Stack::start(scope, args)?;
     let drained = wait_finished(pool, tenant_id, bench.job_type(), &backlog).await?;
     let commits_after = commits(&mut conn).await?;
     let (dispatcher_drain, worker_drain) = stack.usage();
@@ -182,8 +213,8 @@ async fn run_standard<'a>(
         None
     } else {
         let run = uploads::run(uploads::UploadPlan {
-            settings: &settings,
-            scope: &scope,
+            settings,
+            scope,
             tenant_id,
             user_id,
             count: args.uploads,

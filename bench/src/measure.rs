@@ -138,6 +138,27 @@ pub async fn remaining(
     .remaining)
 }
 
+/// Waits until none of `tenant_id`'s jobs of `job_type` is queued or running, `limit` at
+/// most; the count is read every 100 ms.
+pub async fn wait_drained(
+    conn: &mut AsyncPgConnection,
+    tenant_id: Uuid,
+    job_type: &str,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = remaining(conn, tenant_id, job_type).await?;
+        if left == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{left} jobs still unfinished after {}s", limit.as_secs());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until none of the bench's jobs (`job_type` in `tenant_id`) is queued or running,
 /// then measures `jobs`.
 pub async fn wait_finished(
@@ -146,18 +167,8 @@ pub async fn wait_finished(
     job_type: &str,
     jobs: &[Committed],
 ) -> anyhow::Result<Spans> {
-    let deadline = Instant::now() + Duration::from_secs(600);
     let mut conn = pool.get().await?;
-    loop {
-        let left = remaining(&mut conn, tenant_id, job_type).await?;
-        if left == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("{left} jobs still unfinished after 600s");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_drained(&mut conn, tenant_id, job_type, Duration::from_secs(600)).await?;
     let spans = spans(&mut conn, jobs).await?;
     if spans.finished as usize != jobs.len() {
         bail!("only {} of {} jobs finished", spans.finished, jobs.len());

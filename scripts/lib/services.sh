@@ -71,9 +71,11 @@ as_pg() {
   fi
 }
 
-# start_postgres DATA_DIR PORT [fast|statements]: initialises the cluster once, then
+# start_postgres DATA_DIR PORT [fast|statements|scale]: initialises the cluster once, then
 # starts it. `fast` gives up durability (tests); `statements` loads pg_stat_statements
-# with planning times (the bench's statement profile).
+# with planning times (the bench's statement profile); `scale` loads it and auto_explain
+# (off until the bench turns it on) and allows 8 GB of WAL between checkpoints, so that
+# writing millions of rows of history does not checkpoint every few seconds.
 # "fast" trades durability for speed (tests only: their data is thrown away).
 start_postgres() {
   local dir="$1" port="$2" mode="${3:-}" bin
@@ -93,6 +95,9 @@ start_postgres() {
   elif [ "$mode" = statements ]; then
     options="$options -c shared_preload_libraries=pg_stat_statements"
     options="$options -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on"
+  elif [ "$mode" = scale ]; then
+    options="$options -c shared_preload_libraries=pg_stat_statements,auto_explain"
+    options="$options -c max_wal_size=8GB"
   fi
   as_pg "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -o "$options" -w -t 60 start >/dev/null
 }

@@ -194,6 +194,60 @@ async fn the_reads_scenario_measures_both_reads_idle_and_beside_the_load() {
     );
 }
 
+/// The scale scenario at a small size: the runs on the empty database and beside the
+/// written history, and the backlog's drain, every job SUCCEEDED; the history holds as
+/// many jobs and events as asked, and the backlog's drain is reported tenth by tenth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scale_scenario_runs_empty_beside_history_and_a_backlog_and_every_job_succeeds() {
+    let context = TestContext::new().await;
+    let out = run_bench(
+        &context,
+        &[
+            "--scenario",
+            "scale",
+            "--history-jobs",
+            "3000",
+            "--history-tenants",
+            "3",
+            "--backlog",
+            "300",
+            "--jobs",
+            "40",
+            "--rate",
+            "20",
+            "--seconds",
+            "1",
+            "--slots",
+            "4",
+        ],
+        &[],
+        "scale",
+    )
+    .await;
+    let report = first_report(&out);
+    assert_eq!(report["scenario"], "scale");
+    assert_eq!(report["empty"]["succeeded"], 40, "{report}");
+    assert_eq!(report["history"]["run"]["succeeded"], 40, "{report}");
+    assert_eq!(
+        report["history"]["run"]["steady"]["succeeded"], 20,
+        "{report}"
+    );
+    assert_eq!(report["history"]["jobs"], 3000, "{report}");
+    assert_eq!(report["history"]["events"], 6000, "{report}");
+    assert_eq!(report["backlog"]["succeeded"], 300, "{report}");
+    let tenths = report["backlog"]["tenth_jobs_per_second"]
+        .as_array()
+        .expect("tenths");
+    assert_eq!(tenths.len(), 10, "{report}");
+    for key in ["enqueue_ratio", "drain_ratio", "backlog_drain_ratio"] {
+        assert!(
+            report[key].as_f64().is_some_and(|v| v > 0.0),
+            "{key}: {report}"
+        );
+    }
+    assert!(out.contains("each tenth (jobs/s)"), "and a table: {out}");
+}
+
 /// One invocation measures the integrity workload (and HTTP uploads) on local storage and
 /// on S3 and prints both, each from its own JSON line. It needs the SeaweedFS that
 /// scripts/test starts for the S3 backend (`QUIRE_TEST_S3_*`); before that backend's
