@@ -5,17 +5,28 @@
 //! both database times; a list whose oldest message cannot be read is skipped (counted
 //! in `quire_lost_messages_unknown_tail_total`). One dispatcher per interval (an
 //! advisory lock).
+//!
+//! A pass looks at the jobs the mark recorded as announced, which the scheduler's bound
+//! keeps few however long the backlog; a dispatcher's first pass and every
+//! [`SWEEP_EVERY`]th after it look at every queued job, which also finds a job the mark
+//! could not record (its row was locked that instant) and costs a read of the backlog
+//! (docs/decisions.md, "Lookups by key ignore the statistics").
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
 use futures_util::FutureExt;
 use quire_shared::broker;
 use quire_shared::db::PgPool;
-use quire_shared::db::maintenance::{self, locks};
+use quire_shared::db::maintenance::{self, LostScope, locks};
 use quire_shared::redis_client::RedisPool;
 
 use super::Task;
+
+/// Every this many passes (5 minutes at the default interval), a pass looks at every
+/// queued job rather than the announced ones.
+pub const SWEEP_EVERY: u64 = 60;
 
 pub struct LostMessages {
     pool: PgPool,
@@ -23,6 +34,7 @@ pub struct LostMessages {
     namespace: String,
     grace: Duration,
     batch: i64,
+    passes: AtomicU64,
 }
 
 impl LostMessages {
@@ -39,6 +51,7 @@ impl LostMessages {
             namespace,
             grace,
             batch,
+            passes: AtomicU64::new(0),
         }
     }
 }
@@ -57,6 +70,11 @@ impl Task for LostMessages {
             .context("failed to read the oldest message of each list")?;
         let mut conn = self.pool.get().await.context("no database connection")?;
         let (grace, batch) = (self.grace, self.batch);
+        let scope = if self.passes.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == 0 {
+            LostScope::Everything
+        } else {
+            LostScope::Announced
+        };
         let reannounced = maintenance::once_per_tick(&mut conn, locks::LOST_MESSAGES, |conn| {
             async move {
                 let mut total = 0;
@@ -80,8 +98,10 @@ impl Task for LostMessages {
                             continue;
                         }
                     };
-                    total += maintenance::reannounce_lost(conn, job_type, pushed_at, grace, batch)
-                        .await?;
+                    total += maintenance::reannounce_lost(
+                        conn, job_type, pushed_at, grace, batch, scope,
+                    )
+                    .await?;
                 }
                 Ok(total)
             }

@@ -215,6 +215,38 @@ struct Unclaimed {
     current_event_id: Uuid,
 }
 
+/// Which `QUEUED` jobs a lost-message pass looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostScope {
+    /// The jobs whose current event the mark published recorded as announced
+    /// (`processing_jobs_in_flight_idx`): at most the scheduler's bound per queue,
+    /// however long the backlog behind them.
+    Announced,
+    /// Every queued job of the type: also a job whose event was published while its row
+    /// was locked (the mark skips a locked job rather than wait, `outbox::mark_published`),
+    /// so that it was never recorded as announced. Reads the whole backlog of the type.
+    Everything,
+}
+
+/// The lost-message candidates of [`reannounce_lost`], with `$scope`'s condition.
+macro_rules! unclaimed_query {
+    ($scope:literal) => {
+        concat!(
+            "SELECT j.id, j.current_event_id \
+             FROM processing_jobs j JOIN outbox_events e ON e.id = j.current_event_id \
+             WHERE j.status = 'QUEUED' AND j.job_type = $1 ",
+            $scope,
+            " AND e.status = 'PUBLISHED' \
+               AND e.published_at < now() - $2 * interval '1 millisecond' \
+               AND e.published_at < COALESCE($3, 'infinity'::timestamptz) \
+               AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = j.job_type) \
+               AND NOT EXISTS (SELECT 1 FROM tenants AS t \
+                               WHERE t.id = j.tenant_id AND t.processing_paused_at IS NOT NULL) \
+             ORDER BY e.published_at LIMIT $4"
+        )
+    };
+}
+
 /// Lost-message recovery by the FIFO rule: a `QUEUED` job of `job_type` whose current
 /// event was `PUBLISHED` before the oldest message still in its list was pushed
 /// (`oldest_pushed_at`, the database time that message carries; `None` for an empty
@@ -222,31 +254,27 @@ struct Unclaimed {
 /// The caller skips a list whose oldest message it cannot read: that is "cannot tell",
 /// never "empty". A job a pause holds is skipped: its message was refused on purpose,
 /// and the resume announces it again (`pauses::reannounce_released`). It gets a new event due now; the old message, if it ever
-/// turns up, claims nothing. Returns how many jobs were re-announced.
+/// turns up, claims nothing. `scope` says which queued jobs are looked at. Returns how
+/// many jobs were re-announced.
 pub async fn reannounce_lost(
     conn: &mut AsyncPgConnection,
     job_type: &str,
     oldest_pushed_at: Option<OffsetDateTime>,
     grace: Duration,
     limit: i64,
+    scope: LostScope,
 ) -> Result<usize, DbError> {
-    let unclaimed: Vec<Unclaimed> = diesel::sql_query(
-        "SELECT j.id, j.current_event_id \
-         FROM processing_jobs j JOIN outbox_events e ON e.id = j.current_event_id \
-         WHERE j.status = 'QUEUED' AND j.job_type = $1 AND e.status = 'PUBLISHED' \
-           AND e.published_at < now() - $2 * interval '1 millisecond' \
-           AND e.published_at < COALESCE($3, 'infinity'::timestamptz) \
-           AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = j.job_type) \
-           AND NOT EXISTS (SELECT 1 FROM tenants AS t \
-                           WHERE t.id = j.tenant_id AND t.processing_paused_at IS NOT NULL) \
-         ORDER BY e.published_at LIMIT $4",
-    )
-    .bind::<Text, _>(job_type)
-    .bind::<Int8, _>(duration_millis(grace))
-    .bind::<Nullable<Timestamptz>, _>(oldest_pushed_at)
-    .bind::<Int8, _>(limit)
-    .load(conn)
-    .await?;
+    let query = match scope {
+        LostScope::Announced => unclaimed_query!("AND j.announced_event_id = j.current_event_id"),
+        LostScope::Everything => unclaimed_query!(""),
+    };
+    let unclaimed: Vec<Unclaimed> = diesel::sql_query(query)
+        .bind::<Text, _>(job_type)
+        .bind::<Int8, _>(duration_millis(grace))
+        .bind::<Nullable<Timestamptz>, _>(oldest_pushed_at)
+        .bind::<Int8, _>(limit)
+        .load(conn)
+        .await?;
     if unclaimed.is_empty() {
         return Ok(0);
     }
