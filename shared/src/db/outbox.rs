@@ -94,7 +94,8 @@ pub async fn mark_published(
         // planner to intersect the key lookup with the `PUBLISHING` partial index,
         // whose dead entries a bitmap scan visits again on every call (1 ms of a batch
         // while a backlog drains; see `scheduler::lock_round`). Every guard on a row
-        // found by key is written `IS NOT DISTINCT FROM` (`db`, "Lookups by key").
+        // found by key is written `IS NOT DISTINCT FROM` (the `db` module's "Lookups
+        // by key").
         "WITH held AS ( \
              SELECT id FROM outbox_events WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
          marked AS ( \

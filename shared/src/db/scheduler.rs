@@ -217,8 +217,9 @@ pub async fn claim_next(
 /// as many as it was picked, skipping rows another dispatcher holds. Guarded again: a
 /// pause committed since the state was read holds its events back. Returns the claimed
 /// events in publication order (the plan's interleaving of tenants and classes). The
-/// update finds the picked rows by key whatever the statistics say ([lookups by key](super#lookups-by-key));
-/// the picks themselves come from `outbox_events_fair_idx`, the only index of due events.
+/// update finds the picked rows by key whatever the statistics say
+/// ([lookups by key](super#lookups-by-key)); the picks themselves come from
+/// `outbox_events_fair_idx`, the only index of due events.
 pub async fn claim(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,
