@@ -70,7 +70,11 @@ impl Task for LostMessages {
             .context("failed to read the oldest message of each list")?;
         let mut conn = self.pool.get().await.context("no database connection")?;
         let (grace, batch) = (self.grace, self.batch);
-        let scope = if self.passes.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == 0 {
+        let scope = if self
+            .passes
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(SWEEP_EVERY)
+        {
             LostScope::Everything
         } else {
             LostScope::Announced
