@@ -43,7 +43,7 @@ pub use seaweed_server::{
     SeaweedServer, TEST_S3_ACCESS_KEY_ID, TEST_S3_BUCKET, TEST_S3_SECRET_ACCESS_KEY,
 };
 pub use service::RunningService;
-pub use wait::eventually;
+pub use wait::{eventually, within};
 
 use crate::config::{
     Profile, S3Settings, Settings, SettingsSource, StorageBackend, workspace_config_dir,
