@@ -37,7 +37,8 @@ pub struct QueueState {
     /// Jobs by type and status: exact for `QUEUED` and `RUNNING`, estimated for the
     /// finished states.
     pub jobs: Vec<Count>,
-    /// Outbox events by status: exact for `PENDING` and `PUBLISHING`, estimated for
+    /// Outbox events by status: exact for `PUBLISHING`, for `PENDING` up to
+    /// [`stats::PENDING_COUNTED_UP_TO`] and estimated above it, estimated for
     /// `PUBLISHED` and `CANCELLED`.
     pub outbox: Vec<Count>,
     pub outbox_lag_seconds: f64,
@@ -136,6 +137,7 @@ pub async fn compute(
             .collect(),
         top_tenants,
     );
+    let queued_jobs: i64 = by_type.values().sum();
     let mut jobs: Vec<Count> = by_type
         .into_iter()
         .map(|(job_type, count)| Count {
@@ -170,12 +172,13 @@ pub async fn compute(
     jobs.sort_by(|a, b| (&a.job_type, &a.status).cmp(&(&b.job_type, &b.status)));
 
     let events = stats::active_events(conn).await?;
+    let (pending, pending_estimated) = events.pending(queued_jobs);
     let mut outbox = vec![
         Count {
             job_type: String::new(),
             status: "PENDING".into(),
-            count: events.pending,
-            estimated: false,
+            count: pending,
+            estimated: pending_estimated,
         },
         Count {
             job_type: String::new(),

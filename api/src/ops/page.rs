@@ -2,7 +2,7 @@
 //! value escaped. The page refreshes itself every ten seconds.
 
 use quire_shared::db::jobs::Job;
-use quire_shared::db::stats::{Ages, EventCount, MinuteCount, QueueRow};
+use quire_shared::db::stats::{Ages, MinuteCount, QueueRow};
 use quire_shared::db::workers::WorkerRow;
 use quire_shared::schedules::ScheduleView;
 use time::OffsetDateTime;
@@ -69,7 +69,8 @@ pub struct Overview {
     pub operator: String,
     pub csrf: String,
     pub ages: Ages,
-    pub events: Vec<EventCount>,
+    /// `PENDING` events and whether the figure is an estimate (`ActiveEvents::pending`).
+    pub pending_events: (i64, bool),
     pub queues: Vec<QueueRow>,
     pub list_lengths: Vec<(String, i64)>,
     pub per_minute: Vec<MinuteCount>,
@@ -209,11 +210,10 @@ fn schedule_rows(schedules: &[ScheduleView]) -> String {
 pub fn overview(view: &Overview) -> String {
     let live_slots: i32 = view.workers.iter().map(|worker| worker.slots).sum();
     let busy_slots: i32 = view.workers.iter().map(|worker| worker.busy).sum();
-    let pending = view
-        .events
-        .iter()
-        .find(|row| row.status == "PENDING")
-        .map_or(0, |row| row.count);
+    let pending = match view.pending_events {
+        (count, false) => count.to_string(),
+        (count, true) => format!("about {count}"),
+    };
     let notice = view
         .notice
         .as_deref()

@@ -2,7 +2,7 @@
 //! `statement_timeout`, and an API request whose statement runs past it answers 503
 //! problem+json and gives its connection back healthy. A service's session whose
 //! transaction waits on its client (a host cut off the network) is ended by the server,
-//! and its locks with it.
+//! and its locks with it. No kind of session JIT-compiles a plan.
 
 use std::time::Duration;
 
@@ -47,6 +47,33 @@ async fn a_pooled_connection_of_each_kind_carries_its_statement_timeout() {
                 .expect("show");
             assert_eq!(setting.statement_timeout, expected, "{kind:?}");
         }
+    }
+}
+
+#[derive(QueryableByName)]
+struct JitSetting {
+    #[diesel(sql_type = Text)]
+    jit: String,
+}
+
+/// The server's default is `jit = on`; a generic plan over a large table passes its cost
+/// thresholds and compiles on every execution (docs/benchmarks.md, "Cost at scale").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_kind_of_session_compiles_its_plans() {
+    let context = TestContext::new().await;
+    for kind in [
+        SessionKind::Api,
+        SessionKind::Worker,
+        SessionKind::Dispatcher,
+        SessionKind::Admin,
+    ] {
+        let pool = db::build_pool_with(&context.settings.database, kind).expect("pool");
+        let mut conn = pool.get().await.expect("connection");
+        let setting: JitSetting = diesel::sql_query("SHOW jit")
+            .get_result(&mut conn)
+            .await
+            .expect("show");
+        assert_eq!(setting.jit, "off", "{kind:?}");
     }
 }
 

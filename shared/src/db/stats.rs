@@ -10,6 +10,29 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::DbError;
 
+/// The oldest due `PENDING` event's `next_attempt_at`, `NULL` with none: the first due
+/// entry of each queue, class and tenant along `outbox_events_fair_idx`, the tenants found
+/// by the skip scan the scheduler's round uses. A minimum over the whole index would
+/// read every pending event (the index leads with the queue, not the due time).
+macro_rules! oldest_due_pending {
+    () => {
+        "(WITH RECURSIVE heads AS ( \
+             (SELECT queue, priority, tenant_id FROM outbox_events \
+              WHERE status = 'PENDING' ORDER BY queue, priority, tenant_id LIMIT 1) \
+             UNION ALL \
+             SELECT n.queue, n.priority, n.tenant_id FROM heads AS h CROSS JOIN LATERAL ( \
+                 SELECT e.queue, e.priority, e.tenant_id FROM outbox_events AS e \
+                 WHERE e.status = 'PENDING' \
+                   AND (e.queue, e.priority, e.tenant_id) > (h.queue, h.priority, h.tenant_id) \
+                 ORDER BY e.queue, e.priority, e.tenant_id LIMIT 1) AS n) \
+          SELECT min(d.next_attempt_at) FROM heads AS h CROSS JOIN LATERAL ( \
+              SELECT e.next_attempt_at FROM outbox_events AS e \
+              WHERE e.status = 'PENDING' AND e.queue = h.queue AND e.priority = h.priority \
+                AND e.tenant_id = h.tenant_id AND e.next_attempt_at <= now() \
+              ORDER BY e.next_attempt_at LIMIT 1) AS d)"
+    };
+}
+
 #[derive(Debug, Clone, PartialEq, diesel::QueryableByName)]
 pub struct JobCount {
     #[diesel(sql_type = Text)]
@@ -58,15 +81,15 @@ pub async fn events_by_status(conn: &mut AsyncPgConnection) -> Result<Vec<EventC
 }
 
 pub async fn ages(conn: &mut AsyncPgConnection) -> Result<Ages, DbError> {
-    Ok(diesel::sql_query(
+    Ok(diesel::sql_query(concat!(
         "SELECT \
-           coalesce((SELECT extract(epoch FROM now() - min(next_attempt_at))::float8 \
-                     FROM outbox_events WHERE status = 'PENDING' AND next_attempt_at <= now()), 0) \
-             AS outbox_lag_seconds, \
+           coalesce(extract(epoch FROM now() - ",
+        oldest_due_pending!(),
+        ")::float8, 0) AS outbox_lag_seconds, \
            coalesce((SELECT extract(epoch FROM now() - min(queued_at))::float8 \
                      FROM processing_jobs WHERE status = 'QUEUED'), 0) \
-             AS oldest_queued_seconds",
-    )
+             AS oldest_queued_seconds"
+    ))
     .get_result(conn)
     .await?)
 }
@@ -231,28 +254,61 @@ pub async fn finished_jobs_estimate(
     .await?)
 }
 
+/// `PENDING` events are counted up to this many, one more telling "more": above it the
+/// count is estimated ([`ActiveEvents::pending`]). An exact count reads every pending
+/// event's row (the visibility map of a fresh backlog is unset): 2.8 s a refresh beside a
+/// backlog of a million jobs (docs/benchmarks.md, "Cost at scale").
+pub const PENDING_COUNTED_UP_TO: i64 = 1_000;
+
 #[derive(Debug, Clone, Copy, PartialEq, diesel::QueryableByName)]
 pub struct ActiveEvents {
+    /// `PENDING` events, counted up to [`PENDING_COUNTED_UP_TO`] + 1.
     #[diesel(sql_type = BigInt)]
-    pub pending: i64,
+    pub pending_counted: i64,
     #[diesel(sql_type = BigInt)]
     pub publishing: i64,
+    /// Queued jobs whose current event was published and is not yet claimed
+    /// (`processing_jobs_in_flight_idx`, bounded by the scheduler).
+    #[diesel(sql_type = BigInt)]
+    pub in_flight: i64,
     /// Age of the oldest due `PENDING` event: how far publishing is behind.
     #[diesel(sql_type = Double)]
     pub lag_seconds: f64,
 }
 
-/// `PENDING` and `PUBLISHING` events, exact, over their partial indexes
-/// (`outbox_events_fair_idx`, `outbox_events_publishing_idx`), and the outbox lag.
+impl ActiveEvents {
+    /// The `PENDING` events and whether the figure is an estimate. Up to
+    /// [`PENDING_COUNTED_UP_TO`], counted. Above it, derived from `queued_jobs` (the
+    /// caller's exact count of `QUEUED` jobs): a queued job's current event is pending,
+    /// publishing or in flight. Off by the few events a worker claimed before their mark
+    /// (publishing, the job already running) and the published jobs the mark could not
+    /// record as announced (it skips locked rows), never below the count itself.
+    pub fn pending(&self, queued_jobs: i64) -> (i64, bool) {
+        if self.pending_counted <= PENDING_COUNTED_UP_TO {
+            (self.pending_counted, false)
+        } else {
+            let derived = queued_jobs - self.in_flight - self.publishing;
+            (derived.max(self.pending_counted), true)
+        }
+    }
+}
+
+/// The undelivered events over their partial indexes (`outbox_events_fair_idx`,
+/// `outbox_events_publishing_idx`, `processing_jobs_in_flight_idx`) and the outbox lag,
+/// each read bounded however long the backlog: the pending events counted up to
+/// [`PENDING_COUNTED_UP_TO`] + 1, the lag from each tenant's first due event.
 pub async fn active_events(conn: &mut AsyncPgConnection) -> Result<ActiveEvents, DbError> {
-    Ok(diesel::sql_query(
-        "SELECT pending.count AS pending, publishing.count AS publishing, \
-                coalesce(extract(epoch FROM now() - pending.oldest_due)::float8, 0) AS lag_seconds \
-         FROM (SELECT count(*) AS count, \
-                      min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()) AS oldest_due \
-               FROM outbox_events WHERE status = 'PENDING') pending, \
-              (SELECT count(*) AS count FROM outbox_events WHERE status = 'PUBLISHING') publishing",
-    )
+    Ok(diesel::sql_query(concat!(
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox_events WHERE status = 'PENDING' \
+                 LIMIT $1) AS p) AS pending_counted, \
+                (SELECT count(*) FROM outbox_events WHERE status = 'PUBLISHING') AS publishing, \
+                (SELECT count(*) FROM processing_jobs \
+                 WHERE status = 'QUEUED' AND announced_event_id = current_event_id) AS in_flight, \
+                coalesce(extract(epoch FROM now() - ",
+        oldest_due_pending!(),
+        ")::float8, 0) AS lag_seconds"
+    ))
+    .bind::<BigInt, _>(PENDING_COUNTED_UP_TO + 1)
     .get_result(conn)
     .await?)
 }
