@@ -70,15 +70,7 @@ impl Task for LostMessages {
             .context("failed to read the oldest message of each list")?;
         let mut conn = self.pool.get().await.context("no database connection")?;
         let (grace, batch) = (self.grace, self.batch);
-        let scope = if self
-            .passes
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(SWEEP_EVERY)
-        {
-            LostScope::Everything
-        } else {
-            LostScope::Announced
-        };
+        let scope = scope_of_pass(self.passes.fetch_add(1, Ordering::Relaxed));
         let reannounced = maintenance::once_per_tick(&mut conn, locks::LOST_MESSAGES, |conn| {
             async move {
                 let mut total = 0;
@@ -118,5 +110,28 @@ impl Task for LostMessages {
             tracing::warn!(count, "re-announced jobs whose message was lost");
         }
         Ok(reannounced)
+    }
+}
+
+/// What pass `pass` (0 for a dispatcher's first) looks at: every queued job on the first
+/// and every [`SWEEP_EVERY`]th after it, the announced ones otherwise.
+fn scope_of_pass(pass: u64) -> LostScope {
+    if pass.is_multiple_of(SWEEP_EVERY) {
+        LostScope::Everything
+    } else {
+        LostScope::Announced
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_pass_and_every_sweep_every_th_after_it_look_at_every_queued_job() {
+        let sweeps: Vec<u64> = (0..=3 * SWEEP_EVERY)
+            .filter(|&pass| scope_of_pass(pass) == LostScope::Everything)
+            .collect();
+        assert_eq!(sweeps, [0, SWEEP_EVERY, 2 * SWEEP_EVERY, 3 * SWEEP_EVERY]);
     }
 }

@@ -14,7 +14,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use quire_shared::db::jobs::{self, ClaimRequest, NewJob};
 use quire_shared::db::maintenance::{self, LostScope, Retention};
 use quire_shared::db::outbox::{self, Published};
-use quire_shared::db::stats::{self, PENDING_COUNTED_UP_TO};
+use quire_shared::db::stats;
 use quire_shared::db::{DbError, scheduler};
 use quire_shared::jobs::{BackgroundJob, BenchNoop};
 use quire_shared::scheduling::Limits;
@@ -33,7 +33,7 @@ const BLOCKS_PER_ROW: i64 = 80;
 const RETENTION_BLOCKS: i64 = 500;
 
 /// The queue state's outbox figures beside the backlog: a count that stops after
-/// `PENDING_COUNTED_UP_TO` + 1 events reads their index and heap pages, a few dozen.
+/// `stats::PENDING_COUNTED_UP_TO` + 1 events reads their index and heap pages, a few dozen.
 const OUTBOX_FIGURES_BLOCKS: i64 = 400;
 
 /// Events a round claims: few, so that a scan of the backlog shows per row.
@@ -219,7 +219,7 @@ async fn a_retention_pass_reads_what_it_prunes_not_the_history_it_keeps() {
 }
 
 /// The queue state's outbox figures (the pending count and the lag, every refresh) read
-/// a bounded part of a backlog: the count stops after [`PENDING_COUNTED_UP_TO`] + 1 and
+/// a bounded part of a backlog: the count stops after [`stats::PENDING_COUNTED_UP_TO`] + 1 and
 /// the lag reads each tenant's first due event (73 blocks here). Counting every pending
 /// event and taking the minimum over them read 3,580 blocks here, and 2.8 s a refresh
 /// beside a million.
