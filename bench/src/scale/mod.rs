@@ -80,7 +80,6 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     }
 
     eprintln!("bench: phase 1 of 3, the database as it is");
-    checkpoint(&mut conn).await?;
     if counting {
         statements::reset(&mut conn).await?;
     }
@@ -111,7 +110,6 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     )
     .await
     .context("failed to write the history")?;
-    checkpoint(&mut conn).await?;
     if counting {
         statements::reset(&mut conn).await?;
     }
@@ -128,7 +126,6 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         file_size: args.file_size,
     };
     let backlog_enqueue_seconds = backlog::enqueue(&mut conn, &backlog_bench, args.backlog).await?;
-    checkpoint(&mut conn).await?;
     if counting {
         statements::reset(&mut conn).await?;
     }
@@ -172,17 +169,6 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
 }
 
 /// The statements counted since the last reset; none without `pg_stat_statements`.
-/// Writes every dirty page before a phase. Writing and vacuuming the history leaves
-/// gigabytes for the checkpointer to write over the next minutes; a phase measured during
-/// that write-back measures the disk, not the queue (a database that holds its history
-/// has long written it).
-async fn checkpoint(conn: &mut diesel_async::AsyncPgConnection) -> anyhow::Result<()> {
-    diesel_async::RunQueryDsl::execute(diesel::sql_query("CHECKPOINT"), conn)
-        .await
-        .context("checkpoint before a phase")?;
-    Ok(())
-}
-
 async fn phase_statements(
     conn: &mut diesel_async::AsyncPgConnection,
     counting: bool,

@@ -14,6 +14,25 @@
 //! FROM` proves no partial index, so the key is the only way (docs/decisions.md,
 //! "Lookups by key ignore the statistics").
 
+/// The `heads` member of a `WITH RECURSIVE` clause: every (queue, priority, tenant_id)
+/// with a `PENDING` event, found by skipping from one to the next along
+/// `outbox_events_fair_idx` (one index descent each, however many events each holds).
+/// The scheduler's round plans from it and the outbox lag (`stats`) reads each one's
+/// first due event. A macro, so that both statements stay string literals.
+macro_rules! pending_heads {
+    () => {
+        "heads AS ( \
+             (SELECT queue, priority, tenant_id FROM outbox_events \
+              WHERE status = 'PENDING' ORDER BY queue, priority, tenant_id LIMIT 1) \
+             UNION ALL \
+             SELECT n.queue, n.priority, n.tenant_id FROM heads AS h CROSS JOIN LATERAL ( \
+                 SELECT e.queue, e.priority, e.tenant_id FROM outbox_events AS e \
+                 WHERE e.status = 'PENDING' \
+                   AND (e.queue, e.priority, e.tenant_id) > (h.queue, h.priority, h.tenant_id) \
+                 ORDER BY e.queue, e.priority, e.tenant_id LIMIT 1) AS n)"
+    };
+}
+
 pub mod analysis;
 pub mod assets;
 pub mod auto_labels;

@@ -92,7 +92,7 @@ pub async fn read_state(
     limits: &Limits,
     default_cap: i64,
 ) -> Result<State, DbError> {
-    let rows = diesel::sql_query(
+    let rows = diesel::sql_query(concat!(
         "WITH RECURSIVE live AS ( \
              SELECT q AS queue, sum(w.slots)::int8 AS slots \
              FROM workers AS w, unnest(w.queues) AS q \
@@ -120,15 +120,9 @@ pub async fn read_state(
                  SELECT queue, tenant_id, 0, count(*), count(*) FILTER (WHERE priority = 'bulk') \
                  FROM outbox_events WHERE status = 'PUBLISHING' GROUP BY 1, 2) AS o \
              GROUP BY 1, 2), \
-         heads AS ( \
-             (SELECT queue, priority, tenant_id FROM outbox_events \
-              WHERE status = 'PENDING' ORDER BY queue, priority, tenant_id LIMIT 1) \
-             UNION ALL \
-             SELECT n.queue, n.priority, n.tenant_id FROM heads AS h CROSS JOIN LATERAL ( \
-                 SELECT e.queue, e.priority, e.tenant_id FROM outbox_events AS e \
-                 WHERE e.status = 'PENDING' \
-                   AND (e.queue, e.priority, e.tenant_id) > (h.queue, h.priority, h.tenant_id) \
-                 ORDER BY e.queue, e.priority, e.tenant_id LIMIT 1) AS n), \
+         ",
+        pending_heads!(),
+        ", \
          candidates AS ( \
              SELECT h.queue, h.priority, h.tenant_id, d.due, d.head_due_at, \
                     COALESCE(t.share_weight, 1)::int8 AS weight, \
@@ -153,8 +147,8 @@ pub async fn read_state(
          FROM occupancy \
          UNION ALL \
          SELECT 'candidate', queue, tenant_id, due, weight, cap, priority, head_due_at \
-         FROM candidates",
-    )
+         FROM candidates"
+    ))
     .bind::<Int8, _>(LIVE_WITHIN_SECONDS)
     .bind::<Int8, _>(limits.in_flight_per_queue)
     .bind::<Int8, _>(limits.batch_size)

@@ -12,24 +12,20 @@ use super::DbError;
 
 /// The oldest due `PENDING` event's `next_attempt_at`, `NULL` with none: the first due
 /// entry of each queue, class and tenant along `outbox_events_fair_idx`, the tenants found
-/// by the skip scan the scheduler's round uses. A minimum over the whole index would
+/// by the skip scan the scheduler's round uses (`pending_heads!`). A minimum over the whole index would
 /// read every pending event (the index leads with the queue, not the due time).
 macro_rules! oldest_due_pending {
     () => {
-        "(WITH RECURSIVE heads AS ( \
-             (SELECT queue, priority, tenant_id FROM outbox_events \
-              WHERE status = 'PENDING' ORDER BY queue, priority, tenant_id LIMIT 1) \
-             UNION ALL \
-             SELECT n.queue, n.priority, n.tenant_id FROM heads AS h CROSS JOIN LATERAL ( \
-                 SELECT e.queue, e.priority, e.tenant_id FROM outbox_events AS e \
-                 WHERE e.status = 'PENDING' \
-                   AND (e.queue, e.priority, e.tenant_id) > (h.queue, h.priority, h.tenant_id) \
-                 ORDER BY e.queue, e.priority, e.tenant_id LIMIT 1) AS n) \
+        concat!(
+            "(WITH RECURSIVE ",
+            pending_heads!(),
+            " \
           SELECT min(d.next_attempt_at) FROM heads AS h CROSS JOIN LATERAL ( \
               SELECT e.next_attempt_at FROM outbox_events AS e \
               WHERE e.status = 'PENDING' AND e.queue = h.queue AND e.priority = h.priority \
                 AND e.tenant_id = h.tenant_id AND e.next_attempt_at <= now() \
               ORDER BY e.next_attempt_at LIMIT 1) AS d)"
+        )
     };
 }
 
