@@ -256,9 +256,9 @@ async fn enqueue_verify(
             )
         })
         .collect();
+    let enqueued = jobs::enqueue_many(conn, &new_jobs).await?;
     let at = OffsetDateTime::now_utc();
-    jobs::enqueue_many(conn, &new_jobs)
-        .await?
+    enqueued
         .into_iter()
         .map(|enqueued| {
             enqueued

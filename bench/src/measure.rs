@@ -68,8 +68,8 @@ pub struct Spans {
     pub hop_run_p50: f64,
 }
 
-/// A job the bench enqueued, and when it asked for the commit (this machine's clock,
-/// which PostgreSQL shares): the start of every "commit → …" span.
+/// A job the bench enqueued, and when its commit returned (this machine's clock, which
+/// PostgreSQL shares): the start of every "commit → …" span.
 #[derive(Debug, Clone, Copy)]
 pub struct Committed {
     pub job_id: Uuid,

@@ -110,25 +110,43 @@ impl Publisher {
         }
     }
 
-    /// Plans which due events go next, claims them and publishes them.
+    /// Plans which due events go next, claims them and publishes them. The push goes
+    /// out while the round's commit is on its way (docs/decisions.md, "The round commits
+    /// while its messages travel"): a worker's claim needs the job row, not the event's,
+    /// so the message may arrive first, and the commit's round trip and WAL flush leave
+    /// the path of the job. The mark still waits for both.
     async fn round(&self) -> anyhow::Result<Round> {
         let mut conn = self.pool.get().await.context("no database connection")?;
-        let events = scheduler::claim_next(&mut conn, &self.id, &self.limits, self.default_cap)
+        let events = scheduler::open_round(&mut conn, &self.id, &self.limits, self.default_cap)
             .await
             .context("failed to claim due events")?;
-        if events.is_empty() {
-            return Ok(Round::Idle);
-        }
         let (pipeline, published, malformed) = self.build_pipeline(&events);
         if !malformed.is_empty() {
-            outbox::release_for_retry(&mut conn, &self.id, &malformed, MALFORMED_MESSAGE)
-                .await
-                .context("failed to set malformed events aside")?;
+            // In the round's transaction: set aside with the claims they came with.
+            if let Err(error) =
+                outbox::release_for_retry(&mut conn, &self.id, &malformed, MALFORMED_MESSAGE).await
+            {
+                let _ = scheduler::rollback_round(&mut conn).await;
+                return Err(error).context("failed to set malformed events aside");
+            }
         }
         if published.is_empty() {
-            return Ok(Round::Published(0));
+            scheduler::commit_round(&mut conn)
+                .await
+                .context("failed to commit the round")?;
+            return Ok(if events.is_empty() {
+                Round::Idle
+            } else {
+                Round::Published(0)
+            });
         }
-        match self.push(&pipeline).await {
+        let (committed, pushed) =
+            tokio::join!(scheduler::commit_round(&mut conn), self.push(&pipeline));
+        // A claim that did not commit is `PENDING` again, and the next round publishes it
+        // anew: a message this push delivered becomes a duplicate, which a worker's
+        // claim refuses (DESIGN §4: the claim matches the job's current event).
+        committed.context("failed to commit the round's claims")?;
+        match pushed {
             Ok(()) => {
                 fail_point_after_push();
                 let marked = outbox::mark_published(&mut conn, &self.id, &published)

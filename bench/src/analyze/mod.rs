@@ -156,9 +156,9 @@ impl QuirePass<'_> {
             tenant_id: self.tenant_id,
             generation: None,
         };
+        let recorded = intake::record(&mut conn, &tenant, &intakes).await??;
         let at = OffsetDateTime::now_utc();
-        let committed: Vec<Committed> = intake::record(&mut conn, &tenant, &intakes)
-            .await??
+        let committed: Vec<Committed> = recorded
             .into_iter()
             .map(|recorded| Committed {
                 job_id: recorded.job.id,

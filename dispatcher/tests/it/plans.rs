@@ -112,64 +112,69 @@ async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empt
     };
     let cap = settings.scheduling.max_running_per_tenant;
     let mut conn = world.pool.get().await.expect("connection");
-    let read = conn
-        .transaction::<_, DbError, _>(async |conn| {
-            let start = blocks(conn).await?;
-            let claimed = scheduler::claim_next(conn, "dispatcher-test", &limits, cap).await?;
-            let after_round = blocks(conn).await?;
-            let published: Vec<Published> = claimed
-                .iter()
-                .map(|event| Published {
-                    event_id: event.id,
-                    task_id: Uuid::now_v7(),
-                })
-                .collect();
-            let marked = outbox::mark_published(conn, "dispatcher-test", &published).await?;
-            let after_mark = blocks(conn).await?;
-            let ([event, ..], [first, ..]) = (claimed.as_slice(), published.as_slice()) else {
-                panic!("the round claimed no event");
-            };
-            let request = ClaimRequest {
-                job_id: event.job_id,
-                event_id: first.event_id,
-                task_id: first.task_id,
-            };
-            let job = jobs::claim_jobs(conn, &[request], "worker-test", Duration::from_secs(60))
-                .await?
-                .pop()
-                .expect("the job is claimed")
-                .job;
-            let after_claim = blocks(conn).await?;
-            let finished = jobs::mark_succeeded(conn, &job.fence().expect("fence")).await?;
-            let after_finish = blocks(conn).await?;
-            // The announced jobs are in flight, none lost: a pass reads them, not the
-            // backlog behind them.
-            let grace = Duration::from_secs(30);
-            let lost = maintenance::reannounce_lost(
-                conn,
-                BenchNoop::JOB_TYPE,
-                None,
-                grace,
-                100,
-                LostScope::Announced,
-            )
-            .await?;
-            let after_lost = blocks(conn).await?;
-            assert_eq!(lost, 0, "nothing is lost");
-            assert_eq!(marked, claimed.len());
-            assert!(finished, "the finish's fence holds");
-            let events = i64::try_from(claimed.len()).expect("a small batch");
-            // Blocks per row each statement changed.
-            Ok([
-                ("the round's read and claim", (after_round - start) / events),
-                ("the mark published", (after_mark - after_round) / events),
-                ("the worker's claim", after_claim - after_mark),
-                ("the finish", after_finish - after_claim),
-                ("a lost-message pass", after_lost - after_finish),
-            ])
-        })
+    // The whole path in the round's transaction: the block counters are per transaction.
+    scheduler::begin_round(&mut conn).await.expect("a round");
+    let read = async {
+        let conn = &mut *conn;
+        let start = blocks(conn).await?;
+        let claimed = scheduler::claim_in_round(conn, "dispatcher-test", &limits, cap).await?;
+        let after_round = blocks(conn).await?;
+        let published: Vec<Published> = claimed
+            .iter()
+            .map(|event| Published {
+                event_id: event.id,
+                task_id: Uuid::now_v7(),
+            })
+            .collect();
+        let marked = outbox::mark_published(conn, "dispatcher-test", &published).await?;
+        let after_mark = blocks(conn).await?;
+        let ([event, ..], [first, ..]) = (claimed.as_slice(), published.as_slice()) else {
+            panic!("the round claimed no event");
+        };
+        let request = ClaimRequest {
+            job_id: event.job_id,
+            event_id: first.event_id,
+            task_id: first.task_id,
+        };
+        let job = jobs::claim_jobs(conn, &[request], "worker-test", Duration::from_secs(60))
+            .await?
+            .pop()
+            .expect("the job is claimed")
+            .job;
+        let after_claim = blocks(conn).await?;
+        let finished = jobs::mark_succeeded(conn, &job.fence().expect("fence")).await?;
+        let after_finish = blocks(conn).await?;
+        // The announced jobs are in flight, none lost: a pass reads them, not the
+        // backlog behind them.
+        let grace = Duration::from_secs(30);
+        let lost = maintenance::reannounce_lost(
+            conn,
+            BenchNoop::JOB_TYPE,
+            None,
+            grace,
+            100,
+            LostScope::Announced,
+        )
+        .await?;
+        let after_lost = blocks(conn).await?;
+        assert_eq!(lost, 0, "nothing is lost");
+        assert_eq!(marked, claimed.len());
+        assert!(finished, "the finish's fence holds");
+        let events = i64::try_from(claimed.len()).expect("a small batch");
+        // Blocks per row each statement changed.
+        Ok::<_, DbError>([
+            ("the round's read and claim", (after_round - start) / events),
+            ("the mark published", (after_mark - after_round) / events),
+            ("the worker's claim", after_claim - after_mark),
+            ("the finish", after_finish - after_claim),
+            ("a lost-message pass", after_lost - after_finish),
+        ])
+    }
+    .await
+    .expect("the path of a job");
+    scheduler::rollback_round(&mut conn)
         .await
-        .expect("the path of a job");
+        .expect("the round's end");
     for (statement, blocks) in read {
         assert!(
             blocks <= BLOCKS_PER_ROW,

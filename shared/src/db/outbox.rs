@@ -93,7 +93,7 @@ pub async fn mark_published(
         // that each is still this dispatcher's claim. A status filter in `held` led the
         // planner to intersect the key lookup with the `PUBLISHING` partial index,
         // whose dead entries a bitmap scan visits again on every call (1 ms of a batch
-        // while a backlog drains; see `scheduler::lock_round`). Every guard on a row
+        // while a backlog drains; see `scheduler::begin_round`). Every guard on a row
         // found by key is written `IS NOT DISTINCT FROM` (the `db` module's "Lookups
         // by key").
         "WITH held AS ( \

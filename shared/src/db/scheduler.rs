@@ -12,7 +12,7 @@
 
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Int8, Nullable, Text, Timestamptz, Uuid as SqlUuid};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AnsiTransactionManager, AsyncPgConnection, RunQueryDsl, TransactionManager};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -25,25 +25,43 @@ use crate::scheduling::{self, Candidate, Limits, Occupancy, Pick, Priority, Stat
 /// The advisory lock (transaction-scoped) a scheduling round holds.
 pub const SCHEDULER_LOCK: i64 = 0x5155_4952_4553_4348; // "QUIRESCH"
 
-/// Waits for the scheduling lock; call first in the round's transaction.
+/// Opens a round's transaction and waits for the scheduling lock, in ONE round trip:
+/// `BEGIN`, the lock and the round's settings go as one simple query (they carry no
+/// parameters), where a transaction, then a lock statement, cost two round trips on the
+/// path of every publish (issue 19). The statements run in order, so the round's first
+/// read takes its snapshot after the lock is held and sees every claim the last round
+/// committed.
 ///
-/// It also turns bitmap scans off for the rest of the round. The round counts the
-/// events in `PUBLISHING` and the jobs `RUNNING` over partial indexes whose entries die
-/// by the thousand while a backlog drains (every event passes through `PUBLISHING`).
-/// A plain index scan marks each dead entry it meets (`kill_prior_tuple`) and skips it
-/// from then on; a bitmap scan, which the planner picks for these counts, visits every
-/// dead entry's heap page again on every round until autovacuum comes. With 20,000
-/// events drained it read 2,400 pages for no row: 5 ms of a 6.5 ms read, the largest
-/// cost of a round (auto_explain over the fairness bench). The round's statements look
-/// rows up by key or along these indexes, so none needs a bitmap.
-pub async fn lock_round(conn: &mut AsyncPgConnection) -> Result<(), DbError> {
-    diesel::sql_query(
-        "SELECT pg_advisory_xact_lock($1), set_config('enable_bitmapscan', 'off', true)",
-    )
-    .bind::<Int8, _>(SCHEDULER_LOCK)
-    .prepared()
-    .execute(conn)
-    .await?;
+/// The round also turns bitmap scans off. It counts the events in `PUBLISHING` and the
+/// jobs `RUNNING` over partial indexes whose entries die by the thousand while a backlog
+/// drains (every event passes through `PUBLISHING`). A plain index scan marks each dead
+/// entry it meets (`kill_prior_tuple`) and skips it from then on; a bitmap scan, which
+/// the planner picks for these counts, visits every dead entry's heap page again on
+/// every round until autovacuum comes. With 20,000 events drained it read 2,400 pages
+/// for no row: 5 ms of a 6.5 ms read, the largest cost of a round (auto_explain over the
+/// fairness bench). The round's statements look rows up by key or along these indexes,
+/// so none needs a bitmap.
+pub async fn begin_round(conn: &mut AsyncPgConnection) -> Result<(), DbError> {
+    static BEGIN_ROUND: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({SCHEDULER_LOCK}); \
+             SET LOCAL enable_bitmapscan = off"
+        )
+    });
+    AnsiTransactionManager::begin_transaction_sql(conn, &BEGIN_ROUND).await?;
+    Ok(())
+}
+
+/// Commits a round [`open_round`] left open: its claims, and the scheduling lock's
+/// release.
+pub async fn commit_round(conn: &mut AsyncPgConnection) -> Result<(), DbError> {
+    AnsiTransactionManager::commit_transaction(conn).await?;
+    Ok(())
+}
+
+/// Ends a round without its claims (they return to `PENDING` as if never made).
+pub async fn rollback_round(conn: &mut AsyncPgConnection) -> Result<(), DbError> {
+    AnsiTransactionManager::rollback_transaction(conn).await?;
     Ok(())
 }
 
@@ -198,13 +216,43 @@ pub async fn claim_next(
     limits: &Limits,
     default_cap: i64,
 ) -> Result<Vec<ClaimedEvent>, DbError> {
-    conn.transaction::<_, DbError, _>(async |conn| {
-        lock_round(conn).await?;
-        let state = read_state(conn, limits, default_cap).await?;
-        let picks = scheduling::plan(&state, limits);
-        claim(conn, dispatcher_id, &picks).await
-    })
-    .await
+    let claimed = open_round(conn, dispatcher_id, limits, default_cap).await?;
+    commit_round(conn).await?;
+    Ok(claimed)
+}
+
+/// [`claim_next`] without the commit: the round's transaction stays open, holding the
+/// scheduling lock and its claims, until [`commit_round`] (or [`rollback_round`]). The
+/// publisher pushes the claimed events to Redis while the commit is on its way, so that
+/// the commit's round trip and WAL flush are not on the path of the job
+/// (docs/decisions.md, "The round commits while its messages travel"). On an error the
+/// transaction is rolled back here.
+pub async fn open_round(
+    conn: &mut AsyncPgConnection,
+    dispatcher_id: &str,
+    limits: &Limits,
+    default_cap: i64,
+) -> Result<Vec<ClaimedEvent>, DbError> {
+    begin_round(conn).await?;
+    let claimed = claim_in_round(conn, dispatcher_id, limits, default_cap).await;
+    if claimed.is_err() {
+        // The claim's error is the one to report; a failed rollback leaves the
+        // connection broken, and the pool discards it.
+        let _ = rollback_round(conn).await;
+    }
+    claimed
+}
+
+/// The round's work in a transaction [`begin_round`] opened: read the state, plan, claim.
+pub async fn claim_in_round(
+    conn: &mut AsyncPgConnection,
+    dispatcher_id: &str,
+    limits: &Limits,
+    default_cap: i64,
+) -> Result<Vec<ClaimedEvent>, DbError> {
+    let state = read_state(conn, limits, default_cap).await?;
+    let picks = scheduling::plan(&state, limits);
+    claim(conn, dispatcher_id, &picks).await
 }
 
 /// `PENDING → PUBLISHING` for the plan: each (queue, class, tenant) its next due events,
