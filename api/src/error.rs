@@ -87,6 +87,10 @@ pub enum ApiError {
     DatabaseTimeout,
     #[error("a dependency is unavailable")]
     Unavailable(#[source] anyhow::Error),
+    /// `/readyz`: a check failed. `checks` names each check and whether it passed (the
+    /// shape of `health::Readiness`), never an address or an error text.
+    #[error("a dependency of this process does not answer; see checks")]
+    NotReady { checks: serde_json::Value },
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
 }
@@ -181,6 +185,7 @@ impl ApiError {
             Self::SearchTimeout => "search_timeout",
             Self::DatabaseTimeout => "database_timeout",
             Self::Unavailable(_) => "service_unavailable",
+            Self::NotReady { .. } => "not_ready",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -206,10 +211,24 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => "Method not allowed",
             Self::NotAcceptable => "Not acceptable",
             Self::Rejected { .. } => "Request rejected",
-            Self::SearchTimeout | Self::DatabaseTimeout | Self::Unavailable(_) => {
-                "Service unavailable"
-            }
+            Self::SearchTimeout
+            | Self::DatabaseTimeout
+            | Self::Unavailable(_)
+            | Self::NotReady { .. } => "Service unavailable",
             Self::Internal(_) => "Internal server error",
+        }
+    }
+
+    /// The member a problem carries beside the standard ones, for a client to act on
+    /// without parsing `detail`.
+    fn extension(&self) -> Option<(&'static str, serde_json::Value)> {
+        match self {
+            Self::Conflict {
+                extension: Some((name, value)),
+                ..
+            } => Some((name, value.clone().into())),
+            Self::NotReady { checks } => Some(("checks", checks.clone())),
+            _ => None,
         }
     }
 
@@ -322,9 +341,10 @@ impl ResponseError for ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::Rejected { status } => *status,
-            Self::SearchTimeout | Self::DatabaseTimeout | Self::Unavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::SearchTimeout
+            | Self::DatabaseTimeout
+            | Self::Unavailable(_)
+            | Self::NotReady { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -351,21 +371,17 @@ impl ResponseError for ApiError {
             request_id,
         };
         let mut body = serde_json::to_value(&problem).unwrap_or_default();
-        if let (
-            Self::Conflict {
-                extension: Some((name, value)),
-                ..
-            },
-            Some(object),
-        ) = (self, body.as_object_mut())
-        {
-            object.insert((*name).to_owned(), value.clone().into());
+        if let (Some((name, value)), Some(object)) = (self.extension(), body.as_object_mut()) {
+            object.insert(name.to_owned(), value);
         }
         let mut response = HttpResponse::build(status);
         response.content_type("application/problem+json");
         if matches!(
             self,
-            Self::Unavailable(_) | Self::DatabaseTimeout | Self::StreamsFull { .. }
+            Self::Unavailable(_)
+                | Self::DatabaseTimeout
+                | Self::StreamsFull { .. }
+                | Self::NotReady { .. }
         ) {
             // Long enough for a database restart or failover, short enough to feel live.
             response.insert_header(("Retry-After", "5"));

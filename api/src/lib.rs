@@ -89,15 +89,16 @@ impl Application {
         let redis = quire_shared::redis_client::RedisPool::build(&settings.redis)?;
         // Call inside the runtime: the admin listener is spawned at once.
         let admin_stop = CancellationToken::new();
+        let store = quire_shared::storage::build(&settings.storage)
+            .context("failed to open the object store")?;
         let admin_port = quire_shared::probe_listener::spawn(
             &settings.server.admin_listen,
             pool.clone(),
             redis.clone(),
+            Arc::clone(&store),
             quire_shared::probe_listener::Scrape::WithQueueState,
             admin_stop.clone(),
         )?;
-        let store = quire_shared::storage::build(&settings.storage)
-            .context("failed to open the object store")?;
         // One LISTEN connection for every event stream of this process; closed with the
         // hub (shutdown, or the application dropped unrun).
         let events = events::EventHub::new(

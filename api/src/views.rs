@@ -348,6 +348,10 @@ pub struct ProblemView {
     /// On a 409 `duplicate_document`: the document with the same bytes.
     #[schema(nullable = false)]
     existing_document_id: Option<Uuid>,
+    /// On a 503 `not_ready` (`/readyz`): each check (`database`, `migrations`, `redis`,
+    /// `storage`) and whether it passed.
+    #[schema(nullable = false)]
+    checks: Option<std::collections::BTreeMap<String, bool>>,
 }
 
 /// What an operator sees of a tenant.

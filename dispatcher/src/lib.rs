@@ -27,10 +27,14 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
     let pool = db::build_pool_with(&settings.database, SessionKind::Dispatcher)?;
     let redis = RedisPool::build(&settings.redis)?;
     redis_client::warn_unless_noeviction(&redis).await;
+    // Storage GC's view of the object store, the same the API and the workers write.
+    let store: Arc<dyn ObjectStore> =
+        storage::build(&settings.storage).context("failed to set up the object store")?;
     quire_shared::probe_listener::spawn(
         &settings.dispatcher.probe_listen,
         pool.clone(),
         redis.clone(),
+        Arc::clone(&store),
         quire_shared::probe_listener::Scrape::Process,
         shutdown.clone(),
     )?;
@@ -43,9 +47,6 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         Arc::clone(&wake),
         shutdown.clone(),
     ));
-    // Storage GC's view of the object store, the same the API and the workers write.
-    let store: Arc<dyn ObjectStore> =
-        storage::build(&settings.storage).context("failed to set up the object store")?;
     let maintenance = maintenance::Maintenance::start(&settings, &pool, &redis, &store, &shutdown);
     tracing::info!(dispatcher_id = publisher.id(), "dispatcher started");
     // The publisher finishes the batch it is on, then returns.

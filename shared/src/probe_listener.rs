@@ -6,6 +6,7 @@
 //! Prometheus, not for tenants.
 
 use std::net::TcpListener;
+use std::sync::Arc;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use anyhow::Context;
@@ -13,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::PgPool;
 use crate::health;
+use crate::storage::ObjectStore;
 
 /// What a listener's `/metrics` serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +29,7 @@ pub enum Scrape {
 struct Probes {
     pool: PgPool,
     redis: crate::redis_client::RedisPool,
+    storage: Arc<dyn ObjectStore>,
     scrape: Scrape,
 }
 
@@ -35,7 +38,7 @@ async fn healthz() -> HttpResponse {
 }
 
 async fn readyz(probes: web::Data<Probes>) -> HttpResponse {
-    let readiness = health::check(&probes.pool, &probes.redis).await;
+    let readiness = health::check(&probes.pool, &probes.redis, probes.storage.as_ref()).await;
     if readiness.is_ready() {
         HttpResponse::Ok().json(readiness.to_json())
     } else {
@@ -60,6 +63,7 @@ pub fn spawn(
     address: &str,
     pool: PgPool,
     redis: crate::redis_client::RedisPool,
+    storage: Arc<dyn ObjectStore>,
     scrape: Scrape,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Option<u16>> {
@@ -76,6 +80,7 @@ pub fn spawn(
     let probes = web::Data::new(Probes {
         pool,
         redis,
+        storage,
         scrape,
     });
     let server = HttpServer::new(move || {

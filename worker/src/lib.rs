@@ -28,6 +28,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         &settings.worker.probe_listen,
         context.pool().clone(),
         redis,
+        Arc::clone(&context.jobs.store),
         quire_shared::probe_listener::Scrape::Process,
         shutdown.clone(),
     )?;

@@ -1,7 +1,7 @@
 //! The S3 server goes away under a running system (a private SeaweedFS, killed and
 //! started again): jobs that read from it retry with backoff and finish once it is back;
 //! an upload during the outage answers 503 problem+json and leaves neither a row nor an
-//! object.
+//! object; the API's readiness probe names the store as what is not ready.
 
 use quire_shared::states::JobStatus;
 use quire_shared::test_support::{SeaweedServer, TestContext, eventually};
@@ -75,8 +75,23 @@ async fn a_storage_outage_is_transient_for_jobs_and_a_503_for_uploads() {
         1,
         "no row for the refused upload"
     );
+    // The readiness probe says why, and names no address.
+    let ready = app.get_as("", "/readyz").await;
+    assert_eq!(ready.status(), 503);
+    assert_eq!(ready.headers()["content-type"], "application/problem+json");
+    assert!(ready.headers().contains_key("retry-after"));
+    let body: Value = ready.json().await.expect("json");
+    assert_eq!(body["code"], "not_ready", "{body}");
+    assert_eq!(body["checks"]["storage"], false, "{body}");
+    assert_eq!(body["checks"]["database"], true, "{body}");
+    assert_eq!(body["checks"]["redis"], true, "{body}");
+    assert!(!body.to_string().contains("127.0.0.1"), "{body}");
 
     server.restart().await;
+    eventually(DEADLINE, "the api is ready again", || async {
+        (app.get_as("", "/readyz").await.status() == 200).then_some(())
+    })
+    .await;
     let job = app.wait_for_job(job_id, JobStatus::Succeeded).await;
     assert!(job.attempts >= 2);
     let document: Value = app

@@ -275,6 +275,13 @@ impl ObjectStore for LocalStore {
         }
     }
 
+    /// The root exists as a folder, or can be made one (the first write makes it too): a
+    /// listing would walk the tree down to its first file.
+    async fn probe(&self) -> Result<(), StorageError> {
+        tokio::fs::create_dir_all(&self.root).await?;
+        Ok(())
+    }
+
     /// In one blocking task: open, read and hash (the streaming default would hop to a
     /// blocking thread for the open and for every read).
     async fn digest(&self, key: &StorageKey) -> Result<Digested, StorageError> {
@@ -355,6 +362,27 @@ mod tests {
         ) -> Result<Vec<crate::storage::ListedObject>, StorageError> {
             self.0.list_after(after, limit).await
         }
+    }
+
+    /// The readiness probe makes a missing root (as the first write would) and fails
+    /// where none can be made: here, under a file.
+    #[tokio::test]
+    async fn the_probe_makes_the_root_or_says_it_cannot() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("documents");
+        LocalStore::new(&root)
+            .probe()
+            .await
+            .expect("a root it can make");
+        assert!(root.is_dir());
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, b"not a folder").expect("write");
+        assert!(
+            LocalStore::new(file.join("documents"))
+                .probe()
+                .await
+                .is_err()
+        );
     }
 
     #[tokio::test]

@@ -78,6 +78,12 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ListedObject>, StorageError>;
+    /// Whether the store answers, for the readiness probes: by default the first object
+    /// of a listing (one request to an S3 server, which fails for a missing bucket or
+    /// refused credentials). The caller bounds it with its own deadline.
+    async fn probe(&self) -> Result<(), StorageError> {
+        self.list_after(None, 1).await.map(|_| ())
+    }
     /// Size and SHA-256 of `key`, read to its end in 64 KiB steps.
     async fn digest(&self, key: &StorageKey) -> Result<Digested, StorageError> {
         use tokio::io::AsyncReadExt;
