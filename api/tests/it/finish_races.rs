@@ -11,7 +11,7 @@ use quire_shared::test_support::RunningService;
 use reqwest::Method;
 use uuid::Uuid;
 
-use crate::helpers::{DEADLINE, TestApp};
+use crate::helpers::{DEADLINE, TestApp, uuid_at};
 
 #[derive(diesel::QueryableByName)]
 struct Waiting {
@@ -136,4 +136,59 @@ async fn a_title_edited_while_its_analysis_finishes_analyzes_again_and_the_job_s
         "the finish committed at once: {finished:?}"
     );
     raced.worker.drain().await;
+}
+
+/// A restore of a trashed document whose purge is queued, against a transaction that
+/// holds that purge job and then wants the document (the order of a DELETE of the
+/// trashed document, and of every finish and cancel). The restore used to lock the
+/// document first and the queued purge after: each held what the other wanted, and
+/// PostgreSQL ended one of them with "deadlock detected".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_waits_for_a_held_purge_job_without_holding_the_document() {
+    let app = TestApp::spawn().await;
+    let (document_id, _) = app.upload(b"a letter thrown away, then wanted back").await;
+    let path = format!("/api/documents/{document_id}");
+    let (status, body) = app.json_as(Method::DELETE, &app.token, &path, None).await;
+    assert_eq!(status, 200, "trashed: {body}");
+    // Nothing runs jobs here: the purge stays queued.
+    let (status, body) = app.json_as(Method::DELETE, &app.token, &path, None).await;
+    assert_eq!(status, 202, "purge queued: {body}");
+    let purge_id = uuid_at(&body, "/job/id");
+
+    let mut held = app.pool.get().await.expect("connection");
+    let restored = diesel_async::AsyncConnection::transaction::<_, diesel::result::Error, _>(
+        &mut *held,
+        async |conn| {
+            diesel::sql_query("SELECT id FROM processing_jobs WHERE id = $1 FOR UPDATE")
+                .bind::<diesel::sql_types::Uuid, _>(purge_id)
+                .execute(conn)
+                .await?;
+            let restore = app
+                .http
+                .post(format!("{}{path}/restore", app.address))
+                .bearer_auth(&app.token)
+                .send();
+            let answer = tokio::spawn(restore);
+            await_lock_wait(&app).await;
+            // The restore waits for the job; the document must still be free.
+            diesel::sql_query("SELECT id FROM documents WHERE id = $1 FOR UPDATE")
+                .bind::<diesel::sql_types::Uuid, _>(document_id)
+                .execute(conn)
+                .await?;
+            Ok(answer)
+        },
+    )
+    .await
+    .expect("the holder gets the document after the purge job, without a deadlock");
+    let answer = restored
+        .await
+        .expect("the restore's task")
+        .expect("an answer");
+    let status = answer.status();
+    let body = answer.text().await.unwrap_or_default();
+    assert_eq!(
+        status, 200,
+        "the restore waits its turn and succeeds: {body}"
+    );
+    assert_eq!(app.job(purge_id).await.status, JobStatus::Cancelled);
 }

@@ -208,6 +208,10 @@ pub async fn restore_if(
     let document = conn
         .transaction::<_, ActionError, _>(async |conn| {
             hold(conn, tenant).await?;
+            // Job rows before the document row (docs/decisions.md, "Lock order"): the
+            // queued purge this cancels is what a DELETE of the trashed document holds
+            // before it locks the document.
+            jobs::lock_document_jobs(conn, tenant_id, document_id).await?;
             let current = documents::lock_document(conn, tenant_id, document_id)
                 .await?
                 .ok_or(ActionError::NotFound)?;
