@@ -113,8 +113,8 @@ impl Publisher {
     /// Plans which due events go next, claims them and publishes them. The push goes
     /// out while the round's commit is on its way (docs/decisions.md, "The round commits
     /// while its messages travel"): a worker's claim needs the job row, not the event's,
-    /// so the message may arrive first, and the commit's round trip and WAL flush leave
-    /// the path of the job. The mark still waits for both.
+    /// so the message may arrive first, and the commit's round trip leaves the path of
+    /// the job. The mark still waits for both.
     async fn round(&self) -> anyhow::Result<Round> {
         let mut conn = self.pool.get().await.context("no database connection")?;
         let events = scheduler::open_round(&mut conn, &self.id, &self.limits, self.default_cap)

@@ -129,7 +129,8 @@ pub async fn stats(settings: &Settings) -> anyhow::Result<()> {
     for row in stats::events_by_status(&mut conn).await? {
         println!("  {}\t{}", row.status, row.count);
     }
-    let ages = stats::ages(&mut conn).await?;
+    let events = stats::active_events(&mut conn).await?;
+    let ages = stats::ages(&mut conn, &events).await?;
     println!("outbox lag\t{:.3}s", ages.outbox_lag_seconds);
     println!("oldest queued job\t{:.3}s", ages.oldest_queued_seconds);
     let redis = quire_shared::redis_client::RedisPool::build(&settings.redis)?;

@@ -77,13 +77,12 @@ async fn overview(
     // Bounded reads only (`stats::active_events`): counting every retained event, or
     // every event of a long backlog, would meet the API's statement timeout on a large
     // database.
-    let pending_events = stats::active_events(&mut conn)
-        .await?
-        .pending(queues.iter().map(|row| row.queued).sum());
+    let events = stats::active_events(&mut conn).await?;
+    let pending_events = events.pending(queues.iter().map(|row| row.queued).sum());
     let view = page::Overview {
         csrf: session::csrf_token(&state.settings.auth, &secret),
         operator: session.operator,
-        ages: stats::ages(&mut conn).await?,
+        ages: stats::ages(&mut conn, &events).await?,
         pending_events,
         queues,
         list_lengths: quire_shared::broker::queue_lengths(

@@ -221,6 +221,17 @@ async fn the_admin_cli_inspects_retries_and_cancels_jobs() {
     let stats = run(&["stats"]);
     assert!(stats.contains("fault-test\tFAILED\t1"), "{stats}");
     assert!(stats.contains("fault-test\tQUEUED\t1"), "{stats}");
+    let seconds = |name: &str| {
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix('\t'))
+            .and_then(|value| value.trim_end_matches('s').parse::<f64>().ok())
+    };
+    assert!(seconds("outbox lag").is_some(), "{stats}");
+    assert!(
+        seconds("oldest queued job").is_some_and(|age| age > 0.0),
+        "a job waits: {stats}"
+    );
 
     assert!(run(&["jobs", "cancel", &queued.to_string()]).contains("CANCELLED"));
     assert_eq!(app.job(queued).await.status, JobStatus::Cancelled);

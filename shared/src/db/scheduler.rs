@@ -206,27 +206,14 @@ pub async fn read_state(
     Ok(state)
 }
 
-/// One scheduling round, in one transaction under [`SCHEDULER_LOCK`]: read the
-/// state (`read_state`), plan (`scheduling::plan`), claim. The
-/// lock makes dispatchers plan one after another, each counting what the last one
-/// claimed as in flight; the Redis push happens after the commit, outside the lock.
-pub async fn claim_next(
-    conn: &mut AsyncPgConnection,
-    dispatcher_id: &str,
-    limits: &Limits,
-    default_cap: i64,
-) -> Result<Vec<ClaimedEvent>, DbError> {
-    let claimed = open_round(conn, dispatcher_id, limits, default_cap).await?;
-    commit_round(conn).await?;
-    Ok(claimed)
-}
-
-/// [`claim_next`] without the commit: the round's transaction stays open, holding the
-/// scheduling lock and its claims, until [`commit_round`] (or [`rollback_round`]). The
-/// publisher pushes the claimed events to Redis while the commit is on its way, so that
-/// the commit's round trip and WAL flush are not on the path of the job
-/// (docs/decisions.md, "The round commits while its messages travel"). On an error the
-/// transaction is rolled back here.
+/// One scheduling round under [`SCHEDULER_LOCK`]: read the state (`read_state`), plan
+/// (`scheduling::plan`), claim. The lock makes dispatchers plan one after another, each
+/// counting what the last one claimed as in flight. The round's transaction stays open,
+/// holding the lock and its claims, until [`commit_round`] (or [`rollback_round`]): the
+/// publisher pushes the claimed events to Redis while the commit is on its way, so the
+/// commit's round trip is not on the path of the job (docs/decisions.md, "The round
+/// commits while its messages travel"). On an error the transaction is rolled back
+/// here.
 pub async fn open_round(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,

@@ -47,13 +47,11 @@ pub struct EventCount {
     pub count: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, diesel::QueryableByName)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ages {
     /// Age of the oldest due `PENDING` event: how far publishing is behind.
-    #[diesel(sql_type = Double)]
     pub outbox_lag_seconds: f64,
     /// Age of the oldest `QUEUED` job.
-    #[diesel(sql_type = Double)]
     pub oldest_queued_seconds: f64,
 }
 
@@ -76,18 +74,25 @@ pub async fn events_by_status(conn: &mut AsyncPgConnection) -> Result<Vec<EventC
     .await?)
 }
 
-pub async fn ages(conn: &mut AsyncPgConnection) -> Result<Ages, DbError> {
-    Ok(diesel::sql_query(concat!(
-        "SELECT \
-           coalesce(extract(epoch FROM now() - ",
-        oldest_due_pending!(),
-        ")::float8, 0) AS outbox_lag_seconds, \
-           coalesce((SELECT extract(epoch FROM now() - min(queued_at))::float8 \
-                     FROM processing_jobs WHERE status = 'QUEUED'), 0) \
-             AS oldest_queued_seconds"
-    ))
+/// The outbox lag and the oldest queued job, for the dashboard and `quire-admin stats`:
+/// the lag is the one [`active_events`] read (they both need it, and it costs a skip
+/// scan), so only the oldest queued job is read here.
+pub async fn ages(conn: &mut AsyncPgConnection, events: &ActiveEvents) -> Result<Ages, DbError> {
+    #[derive(diesel::QueryableByName)]
+    struct Oldest {
+        #[diesel(sql_type = Double)]
+        seconds: f64,
+    }
+    let oldest: Oldest = diesel::sql_query(
+        "SELECT coalesce(extract(epoch FROM now() - min(queued_at))::float8, 0) AS seconds \
+         FROM processing_jobs WHERE status = 'QUEUED'",
+    )
     .get_result(conn)
-    .await?)
+    .await?;
+    Ok(Ages {
+        outbox_lag_seconds: events.lag_seconds,
+        oldest_queued_seconds: oldest.seconds,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, diesel::QueryableByName)]
