@@ -57,13 +57,16 @@ struct Start {
     job_id: Uuid,
     #[diesel(sql_type = SqlUuid)]
     tenant_id: Uuid,
+    /// The starting transaction's time (database clock).
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    at: time::OffsetDateTime,
 }
 
 /// Every handler start so far, in the order they happened.
 async fn starts(app: &TestApp) -> Vec<Start> {
     let mut conn = app.pool.get().await.expect("connection");
     diesel::sql_query(
-        "SELECT s.id, s.job_id, j.tenant_id FROM fault_starts AS s \
+        "SELECT s.id, s.job_id, j.tenant_id, s.at FROM fault_starts AS s \
          JOIN processing_jobs AS j ON j.id = s.job_id ORDER BY s.id",
     )
     .load(&mut conn)
@@ -114,10 +117,12 @@ async fn with_one_worker_slot_a_second_tenants_job_runs_before_the_rest_of_the_f
     let (tenant_b, _) = app.add_tenant("tenant-b").await;
     let backlog = enqueue(&app, app.tenant_id, 2000, Priority::Interactive).await;
     let _worker = start(&app);
-    let before = wait_for_starts(&app, 10).await;
-    let last_before = before.last().map(|start| start.id).unwrap_or(0);
+    wait_for_starts(&app, 10).await;
 
     let b_job = enqueue(&app, tenant_b, 1, Priority::Interactive).await[0];
+    // Starts after B's enqueue, by the database's clock: reading the starts and then
+    // enqueueing left a gap in which more of A's jobs started, counted against the bound.
+    let enqueued_at = app.job(b_job).await.queued_at;
     app.wait_for_job(b_job, JobStatus::Succeeded).await;
 
     let all = starts(&app).await;
@@ -128,7 +133,7 @@ async fn with_one_worker_slot_a_second_tenants_job_runs_before_the_rest_of_the_f
         .id;
     let a_in_between = all
         .iter()
-        .filter(|s| s.tenant_id == app.tenant_id && s.id > last_before && s.id < b_start)
+        .filter(|s| s.tenant_id == app.tenant_id && s.at >= enqueued_at && s.id < b_start)
         .count();
     let a_before_b = all
         .iter()
@@ -245,10 +250,10 @@ async fn an_interactive_job_runs_before_the_rest_of_its_own_tenants_bulk_backlog
     let app = spawn_with(one_slot).await;
     let backlog = enqueue(&app, app.tenant_id, 1000, Priority::Bulk).await;
     let _worker = start(&app);
-    let before = wait_for_starts(&app, 10).await;
-    let last_before = before.last().map(|start| start.id).unwrap_or(0);
+    wait_for_starts(&app, 10).await;
 
     let upload = enqueue(&app, app.tenant_id, 1, Priority::Interactive).await[0];
+    let enqueued_at = app.job(upload).await.queued_at;
     app.wait_for_job(upload, JobStatus::Succeeded).await;
 
     let all = starts(&app).await;
@@ -259,7 +264,7 @@ async fn an_interactive_job_runs_before_the_rest_of_its_own_tenants_bulk_backlog
         .id;
     let bulk_in_between = all
         .iter()
-        .filter(|s| s.job_id != upload && s.id > last_before && s.id < its_start)
+        .filter(|s| s.job_id != upload && s.at >= enqueued_at && s.id < its_start)
         .count();
     assert!(
         bulk_in_between as i64 <= BOUND + 1,

@@ -8,7 +8,8 @@ use std::time::Duration;
 use diesel_async::AsyncConnection;
 use quire_dispatcher::maintenance::{Rescuer, Task};
 use quire_shared::db::maintenance::locks;
-use quire_shared::db::{DbError, jobs};
+use quire_shared::db::{DbError, jobs, scheduler};
+use quire_shared::scheduling::Limits;
 use quire_shared::states::{EventStatus, JobStatus};
 use tokio::sync::Barrier;
 
@@ -59,6 +60,52 @@ async fn an_expired_lease_is_queued_again_with_a_new_event_and_a_spent_one_fails
         JobStatus::Running,
         "a job whose lease runs is left to its worker"
     );
+}
+
+/// A job whose worker died had reached the head of its tenant's queue once: queued again,
+/// it keeps that place, ahead of what the tenant enqueued since, instead of waiting
+/// behind the whole backlog a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescued_job_goes_ahead_of_the_backlog_queued_after_it() {
+    let world = World::new().await;
+    let lost = world.enqueue().await;
+    world
+        .execute(
+            "UPDATE outbox_events SET status = 'PUBLISHED', published_at = now() WHERE id = $1",
+            lost.event_id,
+        )
+        .await;
+    world.claim(lost, Duration::from_secs(60)).await;
+    for _ in 0..5 {
+        world.enqueue().await;
+    }
+    world.expire_lease(lost.job_id).await;
+    let rescued = Rescuer::new(world.pool.clone(), 100)
+        .run_once()
+        .await
+        .expect("rescuer")
+        .expect("no other dispatcher holds the lock");
+    assert_eq!(rescued.requeued, 1);
+
+    // A round that may publish one event publishes the rescued job's.
+    let settings = &world.context.settings;
+    let limits = Limits {
+        in_flight_per_queue: settings.scheduling.in_flight_per_queue,
+        bulk_share_percent: settings.scheduling.bulk_share_percent,
+        batch_size: 1,
+    };
+    let mut conn = world.pool.get().await.expect("connection");
+    let claimed = scheduler::open_round(
+        &mut conn,
+        "dispatcher-test",
+        &limits,
+        settings.scheduling.max_running_per_tenant,
+    )
+    .await
+    .expect("a round");
+    scheduler::commit_round(&mut conn).await.expect("commit");
+    let picked: Vec<_> = claimed.iter().map(|event| event.job_id).collect();
+    assert_eq!(picked, [lost.job_id], "the rescued job goes first");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

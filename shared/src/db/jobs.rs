@@ -210,7 +210,7 @@ pub(crate) use enqueue_ctes;
 /// optionally its priority class (by default the previous event's: a transient retry,
 /// a rescue or a re-announcement stays in the class its job was enqueued in).
 macro_rules! next_event_cte {
-    ($event:literal, $previous:literal, $due:literal) => {
+    ($event:literal, $previous:literal, $due:expr) => {
         concat!(
             "event AS ( \
                  INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at, priority) \
@@ -222,7 +222,7 @@ macro_rules! next_event_cte {
                  FROM job RETURNING id)"
         )
     };
-    ($event:literal, $previous:literal, $due:literal, $priority:literal) => {
+    ($event:literal, $previous:literal, $due:expr, $priority:literal) => {
         concat!(
             "event AS ( \
                  INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, next_attempt_at, priority) \
@@ -234,6 +234,23 @@ macro_rules! next_event_cte {
     };
 }
 pub(crate) use next_event_cte;
+
+/// The due time of a job's new event when the job goes back to the queue after it had
+/// been announced (a rescue, a lost message, a pause's resume): its previous event's,
+/// so it keeps its place at the head of its tenant's queue instead of waiting behind
+/// everything enqueued since; `now()` if that event is gone. The fair index orders a
+/// tenant's events by due time, and this one was due first.
+macro_rules! requeued_due {
+    ($previous:literal) => {
+        concat!(
+            "LEAST(now(), COALESCE((SELECT d.next_attempt_at FROM outbox_events AS d \
+                                    WHERE d.id = ",
+            $previous,
+            "), now()))"
+        )
+    };
+}
+pub(crate) use requeued_due;
 
 #[derive(QueryableByName)]
 struct EnqueuedRow {

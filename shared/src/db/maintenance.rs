@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::DbError;
 use super::jobs::duration_millis;
-use super::jobs::next_event_cte;
+use super::jobs::{next_event_cte, requeued_due};
 
 /// Advisory lock keys of the maintenance tasks that must run in one dispatcher per
 /// interval.
@@ -135,7 +135,7 @@ pub async fn rescue_expired_leases(
                    AND j.status IS NOT DISTINCT FROM 'RUNNING' AND j.attempts = seen.attempts \
                    AND j.lease_expires_at < now() AND j.attempts < j.max_attempts \
                  RETURNING j.id, j.tenant_id, j.job_type, seen.event_id, prev.current_event_id AS previous), ",
-            next_event_cte!("job.event_id", "job.previous", "now()"),
+            next_event_cte!("job.event_id", "job.previous", requeued_due!("job.previous")),
             " SELECT count(pg_notify('quire_outbox', '')) AS count FROM event"
         ))
         .bind::<Array<SqlUuid>, _>(ids)
@@ -305,7 +305,7 @@ pub(crate) async fn announce_again(
              FROM seen \
              WHERE j.id = seen.id AND j.status = 'QUEUED' AND j.current_event_id = seen.old_event \
              RETURNING j.id, j.tenant_id, j.job_type, seen.new_event, seen.old_event), ",
-        next_event_cte!("job.new_event", "job.old_event", "now()"),
+        next_event_cte!("job.new_event", "job.old_event", requeued_due!("job.old_event")),
         " SELECT count(pg_notify('quire_outbox', '')) AS count FROM event"
     ))
     .bind::<Array<SqlUuid>, _>(ids)
