@@ -58,11 +58,7 @@ impl Publisher {
             redis,
             pushing: Mutex::new(None),
             namespace: settings.redis.namespace.clone(),
-            limits: Limits {
-                in_flight_per_queue: settings.scheduling.in_flight_per_queue,
-                bulk_share_percent: settings.scheduling.bulk_share_percent,
-                batch_size: dispatcher.batch_size,
-            },
+            limits: Limits::from_settings(settings),
             default_cap: settings.scheduling.max_running_per_tenant,
             poll_interval: dispatcher.poll_interval(),
             event_backoff: Backoff::new(

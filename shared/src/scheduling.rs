@@ -66,6 +66,17 @@ pub struct Limits {
     pub batch_size: i64,
 }
 
+impl Limits {
+    /// The limits `settings` name: every dispatcher plans with these.
+    pub fn from_settings(settings: &crate::config::Settings) -> Self {
+        Self {
+            in_flight_per_queue: settings.scheduling.in_flight_per_queue,
+            bulk_share_percent: settings.scheduling.bulk_share_percent,
+            batch_size: settings.dispatcher.batch_size,
+        }
+    }
+}
+
 /// A (queue, class, tenant) with due events, not paused.
 #[derive(Debug, Clone)]
 pub struct Candidate {

@@ -26,7 +26,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     if !readiness.is_ready() {
         // problem+json like every error of the API, with the checks beside.
         return Err(ApiError::NotReady {
-            checks: readiness.to_json()["checks"].clone(),
+            checks: serde_json::to_value(readiness).unwrap_or_default(),
         });
     }
     Ok(HttpResponse::Ok().json(readiness.to_json()))

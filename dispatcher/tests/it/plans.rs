@@ -106,9 +106,8 @@ async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empt
 
     let settings = &world.context.settings;
     let limits = Limits {
-        in_flight_per_queue: settings.scheduling.in_flight_per_queue,
-        bulk_share_percent: settings.scheduling.bulk_share_percent,
         batch_size: BATCH,
+        ..Limits::from_settings(settings)
     };
     let cap = settings.scheduling.max_running_per_tenant;
     let mut conn = world.pool.get().await.expect("connection");

@@ -7,13 +7,22 @@ use std::time::Duration;
 
 use diesel_async::AsyncConnection;
 use quire_dispatcher::maintenance::{Rescuer, Task};
-use quire_shared::db::maintenance::locks;
+use quire_shared::db::maintenance::{Rescued, locks};
 use quire_shared::db::{DbError, jobs, scheduler};
 use quire_shared::scheduling::Limits;
 use quire_shared::states::{EventStatus, JobStatus};
 use tokio::sync::Barrier;
 
 use crate::support::World;
+
+/// One rescuer pass, with no other dispatcher holding its lock.
+async fn rescue(world: &World) -> Rescued {
+    Rescuer::new(world.pool.clone(), 100)
+        .run_once()
+        .await
+        .expect("rescuer")
+        .expect("no other dispatcher holds the lock")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_queued_again_with_a_new_event_and_a_spent_one_fails() {
@@ -35,11 +44,7 @@ async fn an_expired_lease_is_queued_again_with_a_new_event_and_a_spent_one_fails
     world.expire_lease(retried.job_id).await;
     world.expire_lease(spent.job_id).await;
 
-    let rescued = Rescuer::new(world.pool.clone(), 100)
-        .run_once()
-        .await
-        .expect("rescuer")
-        .expect("no other dispatcher holds the lock");
+    let rescued = rescue(&world).await;
 
     assert_eq!((rescued.requeued, rescued.failed), (1, 1));
     let job = world.job(retried.job_id).await;
@@ -80,19 +85,14 @@ async fn a_rescued_job_goes_ahead_of_the_backlog_queued_after_it() {
         world.enqueue().await;
     }
     world.expire_lease(lost.job_id).await;
-    let rescued = Rescuer::new(world.pool.clone(), 100)
-        .run_once()
-        .await
-        .expect("rescuer")
-        .expect("no other dispatcher holds the lock");
+    let rescued = rescue(&world).await;
     assert_eq!(rescued.requeued, 1);
 
     // A round that may publish one event publishes the rescued job's.
     let settings = &world.context.settings;
     let limits = Limits {
-        in_flight_per_queue: settings.scheduling.in_flight_per_queue,
-        bulk_share_percent: settings.scheduling.bulk_share_percent,
         batch_size: 1,
+        ..Limits::from_settings(settings)
     };
     let mut conn = world.pool.get().await.expect("connection");
     let claimed = scheduler::open_round(

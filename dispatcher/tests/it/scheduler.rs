@@ -214,12 +214,10 @@ async fn racing_dispatchers_keep_the_in_flight_bound_and_never_publish_an_event_
 /// The limits and default cap a dispatcher on the test's settings plans with.
 fn round_limits(world: &World) -> (Limits, i64) {
     let settings = &world.context.settings;
-    let limits = Limits {
-        in_flight_per_queue: settings.scheduling.in_flight_per_queue,
-        bulk_share_percent: settings.scheduling.bulk_share_percent,
-        batch_size: settings.dispatcher.batch_size,
-    };
-    (limits, settings.scheduling.max_running_per_tenant)
+    (
+        Limits::from_settings(settings),
+        settings.scheduling.max_running_per_tenant,
+    )
 }
 
 /// Whether another session could take the scheduling lock now (and would, for the
