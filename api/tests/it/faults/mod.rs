@@ -23,7 +23,9 @@ use tokio::sync::{Mutex, MutexGuard};
 
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
-/// Held for a whole scenario.
+/// Held for a whole scenario, and by every other test that loads both cores for long
+/// (the contract run, the fleet, the 400-megapixel image): two of them at once starve
+/// each other's deadlines and response times.
 pub async fn one_at_a_time() -> MutexGuard<'static, ()> {
     SERIAL.lock().await
 }
