@@ -3,19 +3,27 @@
 
 use uuid::Uuid;
 
-use crate::db::PgPool;
 use crate::db::documents::{self, DocumentVersion};
-use crate::jobs::JobError;
+use crate::jobs::{JobContext, JobError};
 use crate::storage::{ObjectStore, StorageError, StorageKey};
 
 /// The version a job names, in the job's tenant; a missing one fails the job for good.
+/// The one its claim read when that is the one named, else read now.
 pub async fn load_version(
-    pool: &PgPool,
+    context: &JobContext,
     tenant_id: Uuid,
     document_id: Uuid,
     version_id: Uuid,
 ) -> Result<DocumentVersion, JobError> {
-    let mut conn = pool.get().await.map_err(JobError::database)?;
+    let claimed = context.claimed_version.as_ref().filter(|version| {
+        version.id == version_id
+            && version.document_id == document_id
+            && version.tenant_id == tenant_id
+    });
+    if let Some(version) = claimed {
+        return Ok(version.clone());
+    }
+    let mut conn = context.connection().await?;
     documents::find_version(&mut conn, tenant_id, document_id, version_id)
         .await
         .map_err(JobError::database)?

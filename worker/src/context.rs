@@ -42,6 +42,7 @@ impl WorkerContext {
                 pool,
                 store,
                 settings: Arc::new(settings.clone()),
+                claimed_version: None,
             },
             lease: Duration::from_secs(settings.worker.lease_seconds),
             retry_backoff: Backoff::new(

@@ -12,7 +12,7 @@ use quire_shared::db::jobs::{self, ClaimRequest, ClaimedJob, Fence, Job, Stopped
 use quire_shared::db::{DbError, documents};
 use quire_shared::events;
 use quire_shared::fault_points::{self, Point};
-use quire_shared::jobs::{self as job_types, JobError, Prepared, RetryClass};
+use quire_shared::jobs::{self as job_types, JobContext, JobError, Prepared, RetryClass};
 use quire_shared::retry::Backoff;
 use quire_shared::states::TenantStatus;
 use tokio::sync::OwnedSemaphorePermit;
@@ -159,6 +159,8 @@ async fn process(
 ) -> anyhow::Result<()> {
     let tenant_status = claimed.tenant_status;
     let job = claimed.job;
+    // The handler's view: the process's context and the version the claim read.
+    let run_context = context.jobs.for_run(claimed.version);
     let job_type = job.job_type.clone();
     metrics::counter!(quire_shared::metrics::JOBS_CLAIMED, "type" => job_type.clone()).increment(1);
     if let Some(started_at) = job.started_at {
@@ -187,7 +189,7 @@ async fn process(
             let ended = tokio::select! {
                 // A handler that found its fence gone before a write ends as the
                 // heartbeat's finding would: no write-back.
-                outcome = run_handler(context, &handler, &job, &lost) => match outcome {
+                outcome = run_handler(&run_context, &handler, &job, &lost) => match outcome {
                     Err(JobError::FenceLost) => Ended::Lost,
                     outcome => Ended::Finished(outcome),
                 },
@@ -272,7 +274,7 @@ fn prepare(job: &Job, tenant_status: Option<TenantStatus>) -> Result<Handler, Jo
 }
 
 async fn run_handler(
-    context: &WorkerContext,
+    context: &JobContext,
     handler: &Handler,
     job: &Job,
     cancelled: &CancellationToken,
@@ -281,7 +283,7 @@ async fn run_handler(
     // `analysis::blocking`) ends here as a failure of this attempt instead of unwinding
     // the slot's task. Unwind safety: the handler shares nothing with the worker that a
     // half-done run could leave inconsistent; its writes are fenced transactions.
-    let run = AssertUnwindSafe(handler.prepared.run(&context.jobs, job, cancelled)).catch_unwind();
+    let run = AssertUnwindSafe(handler.prepared.run(context, job, cancelled)).catch_unwind();
     match tokio::time::timeout(handler.time_limit, run).await {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(panic)) => {

@@ -155,6 +155,7 @@ fn job_context(world: &World, store: &Arc<dyn ObjectStore>) -> JobContext {
         pool: world.pool.clone(),
         store: Arc::clone(store),
         settings: Arc::new(world.context.settings.clone()),
+        claimed_version: None,
     }
 }
 

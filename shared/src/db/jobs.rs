@@ -6,12 +6,13 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Int4, Int8, Jsonb, Nullable, Text, Uuid as SqlUuid};
+use diesel::sql_types::{Array, Int4, Int8, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::DbError;
+use super::documents::DocumentVersion;
 use super::prepared::Prepared;
 use super::schema::processing_jobs;
 use crate::broker::EventMessage;
@@ -357,15 +358,78 @@ pub struct ClaimRequest {
     pub task_id: Uuid,
 }
 
-/// A job a worker claimed, with its tenant's state read in the same statement (the
-/// catalogue's tenant guard needs it before the handler runs).
-#[derive(Debug, Clone, QueryableByName)]
+/// A job a worker claimed, with what its run needs first read in the same statement: its
+/// tenant's state (the catalogue's tenant guard needs it before the handler runs) and the
+/// document version its payload names.
+#[derive(Debug, Clone)]
 pub struct ClaimedJob {
-    #[diesel(embed)]
     pub job: Job,
     /// `None` when the tenant row is gone.
-    #[diesel(sql_type = Nullable<Text>)]
     pub tenant_status: Option<crate::states::TenantStatus>,
+    /// The version named by the payload's `document_version_id`, of the job's document
+    /// and tenant; `None` when the payload names none or the version is gone. Read here
+    /// because every document job's run starts by reading it: a round trip less on the
+    /// path of every such job (issue 19). A version's bytes and digest never change, so
+    /// the claim's snapshot is as good as a later one.
+    pub version: Option<DocumentVersion>,
+}
+
+#[derive(QueryableByName)]
+struct ClaimedRow {
+    #[diesel(embed)]
+    job: Job,
+    #[diesel(sql_type = Nullable<Text>)]
+    tenant_status: Option<crate::states::TenantStatus>,
+    #[diesel(embed)]
+    version: Option<ClaimedVersion>,
+}
+
+/// The claimed job's version, under names of its own beside the job's columns.
+#[derive(QueryableByName)]
+struct ClaimedVersion {
+    #[diesel(sql_type = SqlUuid, column_name = v_id)]
+    id: Uuid,
+    #[diesel(sql_type = SqlUuid, column_name = v_document_id)]
+    document_id: Uuid,
+    #[diesel(sql_type = SqlUuid, column_name = v_tenant_id)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = Text, column_name = v_storage_key)]
+    storage_key: String,
+    #[diesel(sql_type = Int8, column_name = v_size_bytes)]
+    size_bytes: i64,
+    #[diesel(sql_type = Text, column_name = v_sha256)]
+    sha256: String,
+    #[diesel(sql_type = Text, column_name = v_content_type)]
+    content_type: String,
+    #[diesel(sql_type = Nullable<Text>, column_name = v_original_filename)]
+    original_filename: Option<String>,
+    #[diesel(sql_type = Timestamptz, column_name = v_created_at)]
+    created_at: OffsetDateTime,
+    #[diesel(sql_type = Int4, column_name = v_number)]
+    number: i32,
+    #[diesel(sql_type = Text, column_name = v_status)]
+    status: crate::states::DocumentStatus,
+    #[diesel(sql_type = Nullable<Text>, column_name = v_processing_error)]
+    processing_error: Option<String>,
+}
+
+impl From<ClaimedVersion> for DocumentVersion {
+    fn from(v: ClaimedVersion) -> Self {
+        Self {
+            id: v.id,
+            document_id: v.document_id,
+            tenant_id: v.tenant_id,
+            storage_key: v.storage_key,
+            size_bytes: v.size_bytes,
+            sha256: v.sha256,
+            content_type: v.content_type,
+            original_filename: v.original_filename,
+            created_at: v.created_at,
+            number: v.number,
+            status: v.status,
+            processing_error: v.processing_error,
+        }
+    }
 }
 
 /// `QUEUED → RUNNING` for the holder of the job's CURRENT event only: a duplicate or an
@@ -404,7 +468,9 @@ pub async fn claim_job(
 /// job a new event (`pauses::reannounce_released`).
 ///
 /// The rows are found by key whatever the statistics say: the guard is written
-/// `IS NOT DISTINCT FROM` ([lookups by key](super#lookups-by-key)).
+/// `IS NOT DISTINCT FROM` ([lookups by key](super#lookups-by-key)). Each claimed job's
+/// document version comes with it, looked up by its key after the claim
+/// ([`ClaimedJob::version`]).
 pub async fn claim_jobs(
     conn: &mut AsyncPgConnection,
     requests: &[ClaimRequest],
@@ -426,30 +492,53 @@ pub async fn claim_jobs(
                AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = q.job_type) \
                AND NOT EXISTS (SELECT 1 FROM tenants AS t \
                                WHERE t.id = q.tenant_id AND t.processing_paused_at IS NOT NULL) \
-             ORDER BY q.id FOR UPDATE OF q) \
-         UPDATE processing_jobs AS j \
-         SET status = 'RUNNING', attempts = j.attempts + 1, worker_id = $1, \
-             last_task_id = m.task_id, started_at = now(), heartbeat_at = now(), \
-             lease_expires_at = now() + $2 * interval '1 millisecond', \
-             error_code = NULL, error_message = NULL, updated_at = now() \
-         FROM m, relaxed \
-         WHERE j.id = m.job_id AND j.id IN (SELECT id FROM locked) \
-           AND j.status IS NOT DISTINCT FROM 'QUEUED' AND j.current_event_id = m.event_id \
-         RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload, j.status, \
-             j.attempts, j.max_attempts, j.current_event_id, j.worker_id, j.last_task_id, \
-             j.lease_expires_at, j.heartbeat_at, j.queued_at, j.started_at, j.finished_at, \
-             j.error_code, j.error_message, j.created_at, j.updated_at, \
-             (SELECT t.status FROM tenants AS t WHERE t.id = j.tenant_id) AS tenant_status",
+             ORDER BY q.id FOR UPDATE OF q), \
+         claimed AS ( \
+             UPDATE processing_jobs AS j \
+             SET status = 'RUNNING', attempts = j.attempts + 1, worker_id = $1, \
+                 last_task_id = m.task_id, started_at = now(), heartbeat_at = now(), \
+                 lease_expires_at = now() + $2 * interval '1 millisecond', \
+                 error_code = NULL, error_message = NULL, updated_at = now() \
+             FROM m, relaxed \
+             WHERE j.id = m.job_id AND j.id IN (SELECT id FROM locked) \
+               AND j.status IS NOT DISTINCT FROM 'QUEUED' AND j.current_event_id = m.event_id \
+             RETURNING j.id, j.tenant_id, j.document_id, j.job_type, j.payload, j.status, \
+                 j.attempts, j.max_attempts, j.current_event_id, j.worker_id, j.last_task_id, \
+                 j.lease_expires_at, j.heartbeat_at, j.queued_at, j.started_at, j.finished_at, \
+                 j.error_code, j.error_message, j.created_at, j.updated_at, \
+                 (SELECT t.status FROM tenants AS t WHERE t.id = j.tenant_id) AS tenant_status) \
+         SELECT c.*, v.id AS v_id, v.document_id AS v_document_id, v.tenant_id AS v_tenant_id, \
+             v.storage_key AS v_storage_key, v.size_bytes AS v_size_bytes, v.sha256 AS v_sha256, \
+             v.content_type AS v_content_type, v.original_filename AS v_original_filename, \
+             v.created_at AS v_created_at, v.number AS v_number, v.status AS v_status, \
+             v.processing_error AS v_processing_error \
+         FROM claimed AS c \
+         LEFT JOIN document_versions AS v \
+           ON v.id = CASE WHEN c.payload ->> 'document_version_id' ~ $6 \
+                          THEN (c.payload ->> 'document_version_id')::uuid END \
+          AND v.document_id = c.document_id AND v.tenant_id = c.tenant_id",
     )
     .bind::<Text, _>(worker_id)
     .bind::<Int8, _>(duration_millis(lease))
     .bind::<Array<SqlUuid>, _>(job_ids)
     .bind::<Array<SqlUuid>, _>(event_ids)
     .bind::<Array<SqlUuid>, _>(task_ids)
+    .bind::<Text, _>(UUID_PATTERN)
     .prepared()
-    .load::<ClaimedJob>(conn)
-    .await?)
+    .load::<ClaimedRow>(conn)
+    .await?
+    .into_iter()
+    .map(|row| ClaimedJob {
+        job: row.job,
+        tenant_status: row.tenant_status,
+        version: row.version.map(DocumentVersion::from),
+    })
+    .collect())
 }
+
+/// A UUID's text as serde writes it: only such a payload value is cast in the claim,
+/// so a malformed one reads no version instead of failing the whole batch's claim.
+const UUID_PATTERN: &str = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
 
 /// Fenced `RUNNING → SUCCEEDED`. False when the fence no longer holds.
 pub async fn mark_succeeded(conn: &mut AsyncPgConnection, fence: &Fence) -> Result<bool, DbError> {

@@ -4,19 +4,33 @@ use std::sync::Arc;
 
 use super::JobError;
 use crate::config::Settings;
+use crate::db::documents::DocumentVersion;
 use crate::db::jobs::{self, Fence};
 use crate::db::{PgPool, PooledConnection};
 use crate::storage::{ByteStream, Digested, ObjectStore, StorageKey, put_digested};
 
+#[derive(Clone)]
 pub struct JobContext {
     /// The worker running the job (random per process start).
     pub worker_id: String,
     pub pool: PgPool,
     pub store: Arc<dyn ObjectStore>,
     pub settings: Arc<Settings>,
+    /// The document version the job's claim read (`jobs::ClaimedJob::version`), which
+    /// [`integrity::load_version`](crate::integrity::load_version) hands out instead of
+    /// reading it again. `None` in the worker's shared context and for jobs without one.
+    pub claimed_version: Option<DocumentVersion>,
 }
 
 impl JobContext {
+    /// This context for one run, with the version its claim read.
+    pub fn for_run(&self, claimed_version: Option<DocumentVersion>) -> Self {
+        Self {
+            claimed_version,
+            ..self.clone()
+        }
+    }
+
     /// A connection for a handler; a pool that cannot give one is worth another attempt.
     pub async fn connection(&self) -> Result<PooledConnection, JobError> {
         self.pool.get().await.map_err(JobError::database)

@@ -7,10 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use diesel::sql_types::BigInt;
-use diesel_async::RunQueryDsl;
-use quire_shared::db::jobs::{self, ClaimRequest, Fence};
-use quire_shared::jobs::FaultTest;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use quire_shared::db::documents::NewDocument;
+use quire_shared::db::intake::{self, NewIntake};
+use quire_shared::db::jobs::{self, ClaimRequest, Fence, NewJob};
+use quire_shared::db::tenants::TenantWrite;
+use quire_shared::jobs::{AnalyzeDocument, FaultTest, VerifyDocument};
 use quire_shared::states::{JobStatus, TenantStatus};
+use quire_shared::storage::StorageKey;
 use tokio::sync::Barrier;
 use uuid::Uuid;
 
@@ -234,5 +238,108 @@ async fn a_worker_session_plans_the_batch_claim_once() {
     assert_eq!(
         plans.generic_plans, 8,
         "one generic plan, used by every call"
+    );
+}
+
+/// Records a document as an upload does, with its analysis job; returns the job and
+/// the version.
+async fn uploaded_document(world: &World, conn: &mut AsyncPgConnection) -> (Uuid, Uuid, Uuid) {
+    let (document_id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
+    let intake = NewIntake {
+        document: NewDocument {
+            id: document_id,
+            tenant_id: world.tenant_id,
+            title: "scan".to_owned(),
+            version_id,
+            storage_key: StorageKey::document_source(world.tenant_id, version_id)
+                .as_str()
+                .to_owned(),
+            size_bytes: 20,
+            sha256: "a".repeat(64),
+            content_type: "application/pdf".to_owned(),
+            original_filename: Some("scan.pdf".to_owned()),
+        },
+        job: NewJob::new(
+            world.tenant_id,
+            AnalyzeDocument {
+                document_id,
+                document_version_id: version_id,
+                force: false,
+            },
+            3,
+            None,
+        ),
+    };
+    let tenant = TenantWrite {
+        tenant_id: world.tenant_id,
+        generation: None,
+    };
+    let recorded = intake::record(conn, &tenant, &[intake])
+        .await
+        .expect("record")
+        .expect("the tenant takes the write")
+        .pop()
+        .expect("one document");
+    (recorded.job.id, document_id, version_id)
+}
+
+/// The claim reads the document version a job's payload names, so the run does not read
+/// it again: for a job of that document and tenant only; a job naming another
+/// document's version, and a job without one, get none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_reads_the_version_its_payload_names_and_no_other() {
+    let world = World::new().await;
+    let mut conn = world.pool.get().await.expect("connection");
+    let (analyze, document, version) = uploaded_document(&world, &mut conn).await;
+    let (_, other_document, other_version) = uploaded_document(&world, &mut conn).await;
+    let mismatched = jobs::enqueue(
+        &mut conn,
+        &NewJob::new(
+            world.tenant_id,
+            VerifyDocument {
+                document_id: document,
+                document_version_id: other_version,
+            },
+            3,
+            None,
+        ),
+    )
+    .await
+    .expect("enqueue")
+    .expect("enqueued")
+    .job_id;
+    let fault = world.enqueue_fault_jobs(1, FaultTest::default()).await[0];
+    let requests = requests_for(&world, &[analyze, mismatched, fault]).await;
+
+    let claimed = jobs::claim_jobs(&mut conn, &requests, "worker-batch", LEASE)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 3, "one claim per job");
+    let version_of = |job_id: Uuid| {
+        claimed
+            .iter()
+            .find(|c| c.job.id == job_id)
+            .expect("claimed")
+            .version
+            .clone()
+    };
+    let read = version_of(analyze).expect("the analysis job's version");
+    assert_eq!(
+        (read.id, read.document_id, read.tenant_id),
+        (version, document, world.tenant_id)
+    );
+    assert_eq!(read.sha256, "a".repeat(64));
+    assert_eq!(read.size_bytes, 20);
+    assert_eq!(read.original_filename.as_deref(), Some("scan.pdf"));
+    assert_ne!(other_document, document);
+    assert_eq!(
+        version_of(mismatched),
+        None,
+        "another document's version is not read for this one"
+    );
+    assert_eq!(
+        version_of(fault),
+        None,
+        "a job without a version reads none"
     );
 }

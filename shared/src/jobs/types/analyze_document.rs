@@ -322,7 +322,7 @@ impl BackgroundJob for AnalyzeDocument {
             "the job is not claimed",
         ))?;
         let version = integrity::load_version(
-            &context.pool,
+            context,
             job.tenant_id,
             payload.document_id,
             payload.document_version_id,

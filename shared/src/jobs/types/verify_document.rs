@@ -43,7 +43,7 @@ impl BackgroundJob for VerifyDocument {
         _cancelled: &CancellationToken,
     ) -> Result<(), JobError> {
         let version = integrity::load_version(
-            &context.pool,
+            context,
             job.tenant_id,
             self.document_id,
             self.document_version_id,
