@@ -235,6 +235,9 @@ peers_run() {
     '{at: $at, commit: $commit, debug_builds: ($debug == "1"), machine: $machine, jobs: $jobs,
       trickle_seconds: $seconds, trickle_rate: 50, uploads: $uploads, upload_clients: 16,
       file_size: 65536, wrk_seconds: $wrk_seconds, quire_bench_args: $rest}')"
+  # wrk's own report (latency spread, socket errors, non-2xx answers) beside the logs: the
+  # summary line upload.lua writes counts failures without saying which.
+  cp "$results"/*-wrk.txt "$run_dir/logs/" 2>/dev/null || true
   say "same run, ratios (N = $jobs, ${seconds}s at 50 jobs/s)"
   python3 bench/peers/compare.py --dir "$results" --out "$out" --meta "$meta"
   echo "combined JSON: $out"
