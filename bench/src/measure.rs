@@ -66,6 +66,15 @@ pub struct Spans {
     pub hop_pickup_p50: f64,
     #[diesel(sql_type = Double)]
     pub hop_run_p50: f64,
+    // The same legs' 99th percentiles: which leg holds a tail.
+    #[diesel(sql_type = Double)]
+    pub hop_wake_p99: f64,
+    #[diesel(sql_type = Double)]
+    pub hop_publish_p99: f64,
+    #[diesel(sql_type = Double)]
+    pub hop_pickup_p99: f64,
+    #[diesel(sql_type = Double)]
+    pub hop_run_p99: f64,
 }
 
 /// A job the bench enqueued, and when its commit returned (this machine's clock, which
@@ -102,7 +111,11 @@ pub async fn spans(conn: &mut AsyncPgConnection, jobs: &[Committed]) -> Result<S
            coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM claimed_at - committed_at) * 1000) FROM e), 0)::float8 AS hop_wake_p50, \
            coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - claimed_at) * 1000) FROM e), 0)::float8 AS hop_publish_p50, \
            coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - claimed_at) * 1000) FROM e), 0)::float8 AS hop_pickup_p50, \
-           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) FROM e), 0)::float8 AS hop_run_p50 \
+           coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) FROM e), 0)::float8 AS hop_run_p50, \
+           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM claimed_at - committed_at) * 1000) FROM e), 0)::float8 AS hop_wake_p99, \
+           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - claimed_at) * 1000) FROM e), 0)::float8 AS hop_publish_p99, \
+           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - claimed_at) * 1000) FROM e), 0)::float8 AS hop_pickup_p99, \
+           coalesce((SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) FROM e), 0)::float8 AS hop_run_p99 \
          FROM j",
     )
     .bind::<Array<SqlUuid>, _>(ids)
