@@ -14,9 +14,9 @@ use diesel_async::AsyncConnection;
 use futures_util::StreamExt;
 use quire_dispatcher::maintenance::storage_gc::{self, Budget, Now, Swept};
 use quire_shared::db::assets::{self, AssetKind, NewAsset, Upserted};
-use quire_shared::db::documents::{self, IfMatch, NewDocument};
+use quire_shared::db::documents::{self, IfMatch};
 use quire_shared::db::intake::{self, NewIntake, Recorded};
-use quire_shared::db::jobs::{Fence, NewJob};
+use quire_shared::db::jobs::Fence;
 use quire_shared::db::storage_gc::NAMING_COLUMNS;
 use quire_shared::db::tenants::TenantWrite;
 use quire_shared::db::{DbError, PgPool};
@@ -24,7 +24,7 @@ use quire_shared::jobs::{AnalyzeDocument, JobContext};
 use quire_shared::storage::{
     ByteStream, ListedObject, ObjectReader, ObjectStore, StorageError, StorageKey,
 };
-use quire_shared::test_support::eventually;
+use quire_shared::test_support::{self, eventually};
 use time::OffsetDateTime;
 use tokio::sync::Barrier;
 use uuid::Uuid;
@@ -82,32 +82,15 @@ fn source_key(world: &World) -> StorageKey {
 
 /// A document as an upload records it, naming the object stored under `key`.
 fn intake(world: &World, key: &StorageKey, size: usize) -> NewIntake<AnalyzeDocument> {
-    let document_id = Uuid::now_v7();
     let version_id = Uuid::parse_str(key.as_str().rsplit('/').next().expect("version"))
         .expect("a source key ends in its version id");
-    NewIntake {
-        document: NewDocument {
-            id: document_id,
-            tenant_id: world.tenant_id,
-            title: "stored".to_owned(),
-            version_id,
-            storage_key: key.as_str().to_owned(),
-            size_bytes: i64::try_from(size).expect("size"),
-            sha256: "0".repeat(64),
-            content_type: "application/pdf".to_owned(),
-            original_filename: None,
-        },
-        job: NewJob::new(
-            world.tenant_id,
-            AnalyzeDocument {
-                document_id,
-                document_version_id: version_id,
-                force: false,
-            },
-            world.context.settings.jobs.max_attempts,
-            None,
-        ),
-    }
+    test_support::analysis_intake(
+        world.tenant_id,
+        version_id,
+        key,
+        i64::try_from(size).expect("size"),
+        world.context.settings.jobs.max_attempts,
+    )
 }
 
 fn tenant_write(world: &World) -> TenantWrite {

@@ -14,6 +14,7 @@
 //! what starts its binaries.
 
 mod database;
+mod intake;
 mod legacy_signing;
 #[cfg(feature = "fault-injection")]
 mod oracle;
@@ -33,6 +34,7 @@ use tempfile::TempDir;
 use uuid::Uuid;
 
 pub use database::TestDatabase;
+pub use intake::analysis_intake;
 pub use legacy_signing::signed_as_v1;
 #[cfg(feature = "fault-injection")]
 pub use oracle::{create_oracle_tables, enqueue_fault_jobs, enqueue_fault_jobs_in, started_runs};

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use quire_shared::db::documents::NewDocument;
-use quire_shared::db::intake::{self, NewIntake};
+use quire_shared::db::intake;
 use quire_shared::db::jobs::{self, ClaimRequest, Fence, NewJob};
 use quire_shared::db::tenants::TenantWrite;
-use quire_shared::jobs::{AnalyzeDocument, FaultTest, VerifyDocument};
+use quire_shared::jobs::{FaultTest, VerifyDocument};
 use quire_shared::states::{JobStatus, TenantStatus};
 use quire_shared::storage::StorageKey;
+use quire_shared::test_support;
 use tokio::sync::Barrier;
 use uuid::Uuid;
 
@@ -241,35 +241,13 @@ async fn a_worker_session_plans_the_batch_claim_once() {
     );
 }
 
-/// Records a document as an upload does, with its analysis job; returns the job and
-/// the version.
+/// Records a document as an upload does, with its analysis job; returns the job, the
+/// document and the version.
 async fn uploaded_document(world: &World, conn: &mut AsyncPgConnection) -> (Uuid, Uuid, Uuid) {
-    let (document_id, version_id) = (Uuid::now_v7(), Uuid::now_v7());
-    let intake = NewIntake {
-        document: NewDocument {
-            id: document_id,
-            tenant_id: world.tenant_id,
-            title: "scan".to_owned(),
-            version_id,
-            storage_key: StorageKey::document_source(world.tenant_id, version_id)
-                .as_str()
-                .to_owned(),
-            size_bytes: 20,
-            sha256: "a".repeat(64),
-            content_type: "application/pdf".to_owned(),
-            original_filename: Some("scan.pdf".to_owned()),
-        },
-        job: NewJob::new(
-            world.tenant_id,
-            AnalyzeDocument {
-                document_id,
-                document_version_id: version_id,
-                force: false,
-            },
-            3,
-            None,
-        ),
-    };
+    let version_id = Uuid::now_v7();
+    let key = StorageKey::document_source(world.tenant_id, version_id);
+    let intake = test_support::analysis_intake(world.tenant_id, version_id, &key, 20, 3);
+    let document_id = intake.document.id;
     let tenant = TenantWrite {
         tenant_id: world.tenant_id,
         generation: None,
@@ -328,9 +306,11 @@ async fn a_claim_reads_the_version_its_payload_names_and_no_other() {
         (read.id, read.document_id, read.tenant_id),
         (version, document, world.tenant_id)
     );
-    assert_eq!(read.sha256, "a".repeat(64));
+    assert_eq!(
+        read.storage_key,
+        StorageKey::document_source(world.tenant_id, version).as_str()
+    );
     assert_eq!(read.size_bytes, 20);
-    assert_eq!(read.original_filename.as_deref(), Some("scan.pdf"));
     assert_ne!(other_document, document);
     assert_eq!(
         version_of(mismatched),
