@@ -120,7 +120,14 @@ async fn with_one_worker_slot_a_second_tenants_job_runs_before_the_rest_of_the_f
     let _worker = start(&app);
     wait_for_starts(&app, 10).await;
 
-    let (b_job, locked_at) = enqueue_between_rounds(&app, tenant_b).await;
+    let b = NewJob::new(
+        tenant_b,
+        FaultTest::default(),
+        app.context.settings.jobs.max_attempts,
+        None,
+    )
+    .with_priority(Priority::Interactive);
+    let (b_job, locked_at) = enqueue_between_rounds(&app, b).await;
     app.wait_for_job(b_job, JobStatus::Succeeded).await;
 
     let all = starts(&app).await;
@@ -154,21 +161,22 @@ async fn with_one_worker_slot_a_second_tenants_job_runs_before_the_rest_of_the_f
     );
 }
 
-/// Enqueues one interactive job of `tenant` while holding the scheduler's lock, so its
-/// commit falls between two rounds; returns it and when the lock was taken (database
-/// clock). Counting A's starts from the enqueue's `queued_at` (its transaction's start)
+/// Enqueues `job` while holding the scheduler's lock, so its commit falls between two
+/// rounds; returns it and when the lock was taken (database clock). Counting A's starts from the enqueue's `queued_at` (its transaction's start)
 /// let rounds publish A's jobs during the enqueue, counted against the bound: the commit
 /// came up to 20 ms later on a loaded machine, the round that held the lock meanwhile
 /// filled the bound again, and the test failed about 1 run in 8. From the lock to the
 /// commit no round runs, and every round after the commit sees B.
-async fn enqueue_between_rounds(app: &TestApp, tenant: Uuid) -> (Uuid, time::OffsetDateTime) {
+async fn enqueue_between_rounds<J: BackgroundJob>(
+    app: &TestApp,
+    job: NewJob<J>,
+) -> (Uuid, time::OffsetDateTime) {
     #[derive(diesel::QueryableByName)]
     struct Locked {
         #[diesel(sql_type = diesel::sql_types::Timestamptz)]
         at: time::OffsetDateTime,
     }
     let mut conn = app.pool.get().await.expect("connection");
-    let max_attempts = app.context.settings.jobs.max_attempts;
     conn.transaction::<_, quire_shared::db::DbError, _>(async |conn| {
         diesel::sql_query("SELECT pg_advisory_xact_lock($1)")
             .bind::<BigInt, _>(scheduler::SCHEDULER_LOCK)
@@ -177,11 +185,7 @@ async fn enqueue_between_rounds(app: &TestApp, tenant: Uuid) -> (Uuid, time::Off
         let locked = diesel::sql_query("SELECT clock_timestamp() AS at")
             .get_result::<Locked>(conn)
             .await?;
-        let job = NewJob::new(tenant, FaultTest::default(), max_attempts, None)
-            .with_priority(Priority::Interactive);
-        let enqueued = jobs::enqueue(conn, &job)
-            .await?
-            .expect("a fault job never conflicts");
+        let enqueued = jobs::enqueue(conn, &job).await?.expect("the job is new");
         Ok((enqueued.job_id, locked.at))
     })
     .await
@@ -205,18 +209,23 @@ async fn a_backlog_in_one_queue_does_not_starve_another_queue_on_the_same_worker
     ];
     app.start_dispatcher();
     let _worker = app.start_worker_with(settings);
-    let before = wait_for_starts(&app, 10).await.len();
+    wait_for_starts(&app, 10).await;
 
-    let b_job = {
-        let mut conn = app.pool.get().await.expect("connection");
-        jobs::enqueue(&mut conn, &NewJob::new(tenant_b, BenchNoop {}, 3, None))
-            .await
-            .expect("enqueue")
-            .expect("enqueued")
-            .job_id
-    };
-    app.wait_for_job(b_job, JobStatus::Succeeded).await;
-    let a_in_between = starts(&app).await.len() - before;
+    // Counted from the lock to B's finish, by the database's clock: from a read of the
+    // starts before the enqueue, and to a read after B's finish, the window also held
+    // A's jobs that started around it (11 once, in CI).
+    let (b_job, locked_at) =
+        enqueue_between_rounds(&app, NewJob::new(tenant_b, BenchNoop {}, 3, None)).await;
+    let finished_at = app
+        .wait_for_job(b_job, JobStatus::Succeeded)
+        .await
+        .finished_at
+        .expect("a finished job has its time");
+    let a_in_between = starts(&app)
+        .await
+        .iter()
+        .filter(|start| start.at >= locked_at && start.at <= finished_at)
+        .count();
     assert!(
         a_in_between as i64 <= 2 * BOUND + 2,
         "{a_in_between} of A's {} fault-test jobs started before B's bench-noop job \
