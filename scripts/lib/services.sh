@@ -71,6 +71,33 @@ as_pg() {
   fi
 }
 
+# postgres_dir DIR: the folder the cluster of DIR really lives in. As root, PostgreSQL runs
+# as the postgres user, which cannot reach a DIR under a folder closed to others: a
+# repository cloned into /root, mode 700 on a fresh Debian, where initdb failed with
+# "Permission denied". Then the cluster lives in a folder of its own under
+# /var/lib/postgresql/quire/ and DIR is a link to it, so its data stays "in" DIR.
+postgres_dir() {
+  local dir="$1" real
+  if [ -L "$dir" ]; then
+    readlink -f "$dir"
+    return
+  fi
+  mkdir -p "$dir"
+  if [ "$(id -u)" != 0 ] || runuser -u postgres -- test -x "$dir"; then
+    echo "$dir"
+    return
+  fi
+  real="/var/lib/postgresql/quire/$(printf %s "$dir" | sha256sum | cut -c1-16)"
+  mkdir -p "$real"
+  chown postgres:postgres /var/lib/postgresql/quire "$real"
+  if ! rmdir "$dir" 2>/dev/null; then
+    echo "the postgres user cannot reach $dir, which is not empty: move it aside" >&2
+    return 1
+  fi
+  ln -s "$real" "$dir"
+  echo "$real"
+}
+
 # start_postgres DATA_DIR PORT [fast|statements|scale]: initialises the cluster once, then
 # starts it. `fast` gives up durability (tests); `statements` loads pg_stat_statements
 # with planning times (the bench's statement profile); `scale` loads it and auto_explain
@@ -78,9 +105,9 @@ as_pg() {
 # writing millions of rows of history does not checkpoint every few seconds.
 # "fast" trades durability for speed (tests only: their data is thrown away).
 start_postgres() {
-  local dir="$1" port="$2" mode="${3:-}" bin
+  local dir port="$2" mode="${3:-}" bin
+  dir="$(postgres_dir "$1")"
   bin="$(pg_bin_dir)"
-  mkdir -p "$dir"
   if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; fi
   chmod 700 "$dir"
   if [ ! -f "$dir/PG_VERSION" ]; then
@@ -104,6 +131,7 @@ start_postgres() {
 
 stop_postgres() {
   local dir="$1" bin
+  if [ -L "$dir" ]; then dir="$(readlink -f "$dir")"; fi
   bin="$(pg_bin_dir)"
   if [ -f "$dir/postmaster.pid" ]; then
     as_pg "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
