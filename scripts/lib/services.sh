@@ -65,7 +65,9 @@ free_port() {
 # Runs a PostgreSQL tool as the user that owns the cluster.
 as_pg() {
   if [ "$(id -u)" = 0 ]; then
-    runuser -u postgres -- "$@"
+    # From /: the postgres user may not enter the caller's folder (a repository under
+    # /root), and every tool said so first. Callers pass absolute paths.
+    (cd / && runuser -u postgres -- "$@")
   else
     "$@"
   fi
