@@ -22,6 +22,7 @@
 
 mod backlog;
 mod history;
+mod server;
 mod statements;
 
 use std::collections::HashMap;
@@ -41,6 +42,7 @@ use crate::report::{Results, row};
 use crate::stack::{Scope, Stack};
 use crate::workload::Bench;
 use crate::{BenchTenant, create_tenant, run_in_tenant, stack};
+use server::{Activity, Sampler};
 use statements::Statement;
 
 /// A figure with the history (or the backlog) within this share of its figure without.
@@ -83,6 +85,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     if counting {
         statements::reset(&mut conn).await?;
     }
+    let sampler = Sampler::start(pool).await?;
     let storage = stack::storage_name(None);
     let empty = run_in_tenant(
         &settings,
@@ -94,6 +97,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     )
     .await
     .context("the empty phase failed")?;
+    let empty_activity = sampler.finish().await?;
     let empty_statements = phase_statements(&mut conn, counting).await?;
 
     eprintln!(
@@ -113,9 +117,11 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     if counting {
         statements::reset(&mut conn).await?;
     }
+    let sampler = Sampler::start(pool).await?;
     let with_history = run_in_tenant(&settings, &phase_args, pool, &scope, tenant, storage)
         .await
         .context("the history phase failed")?;
+    let history_activity = sampler.finish().await?;
     let history_statements = phase_statements(&mut conn, counting).await?;
 
     eprintln!("bench: phase 3 of 3, a backlog of {} jobs", args.backlog);
@@ -129,6 +135,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     if counting {
         statements::reset(&mut conn).await?;
     }
+    let sampler = Sampler::start(pool).await?;
     let stack = Stack::start(&scope, &phase_args)?;
     // Logging every plan slows the whole stack: the drain is measured from the end of
     // that window, over the jobs that finished after it.
@@ -145,6 +152,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         wait_finished(pool, tenant.id, BenchNoop::JOB_TYPE, &trickle).await?;
     }
     stack.stop().await;
+    let backlog_activity = sampler.finish().await?;
     let backlog_statements = phase_statements(&mut conn, counting).await?;
     let drained = backlog::drained(&mut conn, backlog_tenant.id, args.jobs, since).await?;
 
@@ -156,6 +164,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         backlog_enqueue_seconds,
         drained,
         statements: [empty_statements, history_statements, backlog_statements],
+        activity: [empty_activity, history_activity, backlog_activity],
     };
     println!("{}", report.json());
     report.print_table();
@@ -224,7 +233,10 @@ struct Report<'a> {
     drained: backlog::Drained,
     /// Empty, history, backlog.
     statements: [Vec<Statement>; 3],
+    activity: [Activity; 3],
 }
+
+const PHASES: [&str; 3] = ["empty", "history", "backlog"];
 
 /// What a phase measured, as its JSON line says it.
 fn figure(results: &Results<'_>, path: &[&str]) -> f64 {
@@ -292,6 +304,11 @@ impl Report<'_> {
                 "empty": statements::to_json(&self.statements[0]),
                 "history": statements::to_json(&self.statements[1]),
                 "backlog": statements::to_json(&self.statements[2]),
+            },
+            "server": {
+                "empty": self.activity[0].json(),
+                "history": self.activity[1].json(),
+                "backlog": self.activity[2].json(),
             },
         })
     }
@@ -393,6 +410,11 @@ impl Report<'_> {
                 .join(" "),
         );
         self.print_statements();
+        println!();
+        println!("  the server's processes by wait (mean number at once), and its counters");
+        for (phase, activity) in PHASES.iter().zip(&self.activity) {
+            activity.print(phase);
+        }
     }
 
     /// Each statement of the backlog phase (then those only the other phases ran) with
@@ -428,6 +450,35 @@ impl Report<'_> {
                 mean(&means[2]),
                 statement.query
             );
+        }
+        println!();
+        println!(
+            "  the same per row (per call without rows): ms; blocks read from outside shared \
+             buffers, dirtied, written by the backend; WAL bytes, full pages"
+        );
+        let mut seen = std::collections::HashSet::new();
+        for statement in self.statements.iter().rev().flatten() {
+            if !seen.insert(statement.queryid) {
+                continue;
+            }
+            println!("  {}", statement.query);
+            for (phase, figures) in PHASES.iter().zip(&means) {
+                let Some(s) = figures.get(&statement.queryid) else {
+                    continue;
+                };
+                let per_row = |counter: i64| counter as f64 / s.rows.max(s.calls).max(1) as f64;
+                println!(
+                    "    {phase:<8} {:.4} ms; {:.2} read, {:.2} dirtied, {:.2} written; {:.0} B, \
+                     {:.3} fpi ({:.1} rows a call)",
+                    s.ms_per_row(),
+                    per_row(s.blocks_read),
+                    per_row(s.blocks_dirtied),
+                    per_row(s.blocks_written),
+                    per_row(s.wal_bytes),
+                    per_row(s.wal_fpi),
+                    s.per_call(s.rows),
+                );
+            }
         }
     }
 }

@@ -1,7 +1,8 @@
 //! What PostgreSQL's own counters say of each phase of the `scale` scenario: the mean
-//! execution time of every statement the stack ran (`pg_stat_statements`, when the
-//! server loads it: `scripts/bench scale`), and the plans of every statement over a
-//! short window (`auto_explain`, into the server's log).
+//! execution time of every statement the stack ran, with its rows, the blocks it read
+//! from outside shared buffers, dirtied and wrote, and the WAL it made
+//! (`pg_stat_statements`, when the server loads it: `scripts/bench scale`), and the
+//! plans of every statement over a short window (`auto_explain`, into the server's log).
 
 use anyhow::{Context, ensure};
 use diesel::QueryableByName;
@@ -24,8 +25,37 @@ pub struct Statement {
     pub mean_ms: f64,
     #[diesel(sql_type = Double)]
     pub total_ms: f64,
+    /// Rows returned or changed: a batch statement's mean per call grows with its batch,
+    /// its mean per row does not.
+    #[diesel(sql_type = BigInt)]
+    pub rows: i64,
+    /// Blocks read from outside shared buffers (the OS cache or the disk).
+    #[diesel(sql_type = BigInt)]
+    pub blocks_read: i64,
+    #[diesel(sql_type = BigInt)]
+    pub blocks_dirtied: i64,
+    /// Blocks the statement's own backend wrote out to make room (not the checkpointer's).
+    #[diesel(sql_type = BigInt)]
+    pub blocks_written: i64,
+    /// Full-page images: a page's first change after a checkpoint writes it whole.
+    #[diesel(sql_type = BigInt)]
+    pub wal_fpi: i64,
+    #[diesel(sql_type = BigInt)]
+    pub wal_bytes: i64,
     #[diesel(sql_type = Text)]
     pub query: String,
+}
+
+impl Statement {
+    /// Milliseconds per row changed or returned (per call for a statement of no rows).
+    pub fn ms_per_row(&self) -> f64 {
+        self.total_ms / self.rows.max(self.calls).max(1) as f64
+    }
+
+    /// A counter per call.
+    pub fn per_call(&self, counter: i64) -> f64 {
+        counter as f64 / self.calls.max(1) as f64
+    }
 }
 
 #[derive(QueryableByName)]
@@ -58,7 +88,9 @@ pub async fn reset(conn: &mut AsyncPgConnection) -> Result<(), DbError> {
 /// by total execution time.
 pub async fn snapshot(conn: &mut AsyncPgConnection) -> Result<Vec<Statement>, DbError> {
     Ok(diesel::sql_query(
-        "SELECT queryid, calls, mean_exec_time AS mean_ms, total_exec_time AS total_ms, \
+        "SELECT queryid, calls, mean_exec_time AS mean_ms, total_exec_time AS total_ms, rows, \
+                shared_blks_read AS blocks_read, shared_blks_dirtied AS blocks_dirtied, \
+                shared_blks_written AS blocks_written, wal_fpi, wal_bytes::bigint AS wal_bytes, \
                 left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query \
          FROM pg_stat_statements \
          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
@@ -80,6 +112,12 @@ pub fn to_json(statements: &[Statement]) -> Value {
                     "calls": statement.calls,
                     "mean_ms": statement.mean_ms,
                     "total_ms": statement.total_ms,
+                    "rows": statement.rows,
+                    "blocks_read": statement.blocks_read,
+                    "blocks_dirtied": statement.blocks_dirtied,
+                    "blocks_written": statement.blocks_written,
+                    "wal_fpi": statement.wal_fpi,
+                    "wal_bytes": statement.wal_bytes,
                     "query": statement.query,
                 })
             })

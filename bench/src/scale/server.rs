@@ -1,0 +1,230 @@
+//! What the server and the machine were busy with during a phase of the `scale`
+//! scenario, beside the statements' own counters: the wait events of PostgreSQL's
+//! processes sampled every [`PERIOD`] (a statement that is slower with the history
+//! either works more, which its blocks show, or waits, which this shows), what autovacuum
+//! was vacuuming, the checkpoints and WAL of the phase, and how much of the kernel's page
+//! cache was dirty (a seeding of gigabytes leaves the kernel writing them back for
+//! minutes, and a writer past the dirty limit is throttled).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use procfs::Current;
+use quire_shared::db::PgPool;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How often the server's processes are sampled.
+const PERIOD: Duration = Duration::from_millis(20);
+
+/// The activity of a phase.
+#[derive(Debug, Default)]
+pub struct Activity {
+    pub samples: u64,
+    /// (process, wait) → samples it was seen in. A process that runs on a core or waits
+    /// for one has no wait event: it counts as `cpu`.
+    pub waits: BTreeMap<(String, String), u64>,
+    /// The kernel's dirty and writeback pages, MiB: mean and max over the samples.
+    pub dirty_mib_mean: f64,
+    pub dirty_mib_max: f64,
+    pub counters: Counters,
+}
+
+/// The server-wide counters of `pg_stat_bgwriter` and `pg_stat_wal`.
+#[derive(Debug, Default, Clone, Copy, QueryableByName)]
+pub struct Counters {
+    #[diesel(sql_type = BigInt)]
+    pub checkpoints: i64,
+    #[diesel(sql_type = BigInt)]
+    pub buffers_checkpoint: i64,
+    #[diesel(sql_type = BigInt)]
+    pub buffers_clean: i64,
+    /// Buffers a backend wrote itself to find room: the ones that wait on the write.
+    #[diesel(sql_type = BigInt)]
+    pub buffers_backend: i64,
+    #[diesel(sql_type = BigInt)]
+    pub buffers_alloc: i64,
+    #[diesel(sql_type = BigInt)]
+    pub wal_records: i64,
+    #[diesel(sql_type = BigInt)]
+    pub wal_fpi: i64,
+    #[diesel(sql_type = BigInt)]
+    pub wal_bytes: i64,
+}
+
+impl Counters {
+    async fn read(conn: &mut AsyncPgConnection) -> anyhow::Result<Self> {
+        diesel::sql_query(
+            "SELECT b.checkpoints_timed + b.checkpoints_req AS checkpoints, \
+                    b.buffers_checkpoint, b.buffers_clean, b.buffers_backend, b.buffers_alloc, \
+                    w.wal_records, w.wal_fpi, w.wal_bytes::bigint AS wal_bytes \
+             FROM pg_stat_bgwriter AS b, pg_stat_wal AS w",
+        )
+        .get_result(conn)
+        .await
+        .context("failed to read pg_stat_bgwriter and pg_stat_wal")
+    }
+
+    fn since(self, start: Self) -> Self {
+        Self {
+            checkpoints: self.checkpoints - start.checkpoints,
+            buffers_checkpoint: self.buffers_checkpoint - start.buffers_checkpoint,
+            buffers_clean: self.buffers_clean - start.buffers_clean,
+            buffers_backend: self.buffers_backend - start.buffers_backend,
+            buffers_alloc: self.buffers_alloc - start.buffers_alloc,
+            wal_records: self.wal_records - start.wal_records,
+            wal_fpi: self.wal_fpi - start.wal_fpi,
+            wal_bytes: self.wal_bytes - start.wal_bytes,
+        }
+    }
+}
+
+#[derive(QueryableByName)]
+struct Seen {
+    #[diesel(sql_type = Text)]
+    process: String,
+    #[diesel(sql_type = Text)]
+    wait: String,
+    #[diesel(sql_type = BigInt)]
+    count: i64,
+}
+
+/// Every working process of the server: client backends running a statement (not the
+/// sampler), autovacuum by the table it works on, and the background writers when they
+/// are not idle.
+const SAMPLE: &str = "\
+    SELECT CASE WHEN backend_type = 'autovacuum worker' \
+                THEN left(coalesce(query, 'autovacuum'), 80) \
+                ELSE backend_type END AS process, \
+           coalesce(wait_event_type || ':' || wait_event, 'cpu') AS wait, \
+           count(*)::bigint AS count \
+    FROM pg_stat_activity \
+    WHERE pid <> pg_backend_pid() \
+      AND ((backend_type = 'client backend' AND state = 'active') \
+           OR (backend_type <> 'client backend' AND wait_event_type IS DISTINCT FROM 'Activity')) \
+    GROUP BY 1, 2";
+
+/// Samples the server until [`Sampler::finish`].
+pub struct Sampler {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<anyhow::Result<Activity>>,
+}
+
+impl Sampler {
+    pub async fn start(pool: &PgPool) -> anyhow::Result<Self> {
+        let mut conn = pool.get().await?;
+        let start = Counters::read(&mut conn).await?;
+        let (stop, mut stopped) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut activity = Activity::default();
+            let mut dirty_sum = 0.0;
+            let mut ticks = tokio::time::interval(PERIOD);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    _ = ticks.tick() => {}
+                }
+                let seen: Vec<Seen> = diesel::sql_query(SAMPLE)
+                    .load(&mut conn)
+                    .await
+                    .context("failed to sample pg_stat_activity")?;
+                for seen in seen {
+                    *activity.waits.entry((seen.process, seen.wait)).or_default() +=
+                        u64::try_from(seen.count).unwrap_or_default();
+                }
+                let dirty = dirty_mib();
+                dirty_sum += dirty;
+                activity.dirty_mib_max = activity.dirty_mib_max.max(dirty);
+                activity.samples += 1;
+            }
+            activity.dirty_mib_mean = dirty_sum / activity.samples.max(1) as f64;
+            activity.counters = Counters::read(&mut conn).await?.since(start);
+            Ok(activity)
+        });
+        Ok(Self { stop, task })
+    }
+
+    pub async fn finish(self) -> anyhow::Result<Activity> {
+        // The task may have ended on an error already: its result tells.
+        let _ = self.stop.send(());
+        self.task.await.context("the server's sampler panicked")?
+    }
+}
+
+/// The kernel's dirty and writeback page cache, MiB (0 where /proc cannot tell).
+fn dirty_mib() -> f64 {
+    procfs::Meminfo::current().map_or(0.0, |meminfo| {
+        (meminfo.dirty + meminfo.writeback) as f64 / 1048576.0
+    })
+}
+
+impl Activity {
+    /// The waits seen in at least one sample in a hundred, most seen first.
+    fn busiest(&self) -> Vec<(&(String, String), u64)> {
+        let mut waits: Vec<_> = self
+            .waits
+            .iter()
+            .map(|(key, count)| (key, *count))
+            .filter(|(_, count)| *count * 100 >= self.samples)
+            .collect();
+        waits.sort_by_key(|wait| std::cmp::Reverse(wait.1));
+        waits
+    }
+
+    pub fn json(&self) -> Value {
+        let counters = &self.counters;
+        json!({
+            "samples": self.samples,
+            "sample_ms": PERIOD.as_millis() as u64,
+            "waits": self.busiest().iter().map(|((process, wait), count)| json!({
+                "process": process,
+                "wait": wait,
+                "samples": count,
+            })).collect::<Vec<_>>(),
+            "dirty_mib_mean": self.dirty_mib_mean,
+            "dirty_mib_max": self.dirty_mib_max,
+            "checkpoints": counters.checkpoints,
+            "buffers_checkpoint": counters.buffers_checkpoint,
+            "buffers_clean": counters.buffers_clean,
+            "buffers_backend": counters.buffers_backend,
+            "buffers_alloc": counters.buffers_alloc,
+            "wal_records": counters.wal_records,
+            "wal_fpi": counters.wal_fpi,
+            "wal_bytes": counters.wal_bytes,
+        })
+    }
+
+    /// The phase's lines of the report: the processes' mean count in each wait (how many
+    /// were in it at once, on average), then the counters.
+    pub fn print(&self, phase: &str) {
+        let counters = &self.counters;
+        println!(
+            "  {phase}: {} samples; checkpoints {}, buffers written by checkpoints {} / the \
+             background writer {} / backends {}, allocated {}; WAL {:.1} MiB, {} records, \
+             {} full pages; dirty page cache {:.0} MiB mean, {:.0} max",
+            self.samples,
+            counters.checkpoints,
+            counters.buffers_checkpoint,
+            counters.buffers_clean,
+            counters.buffers_backend,
+            counters.buffers_alloc,
+            counters.wal_bytes as f64 / 1048576.0,
+            counters.wal_records,
+            counters.wal_fpi,
+            self.dirty_mib_mean,
+            self.dirty_mib_max,
+        );
+        for ((process, wait), count) in self.busiest() {
+            println!(
+                "    {:.2} {process} {wait}",
+                count as f64 / self.samples.max(1) as f64
+            );
+        }
+    }
+}
