@@ -22,6 +22,7 @@
 
 mod backlog;
 mod history;
+mod placement;
 mod server;
 mod statements;
 
@@ -105,6 +106,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         args.history_jobs
     );
     let other_ids: Vec<Uuid> = others.iter().map(|other| other.id).collect();
+    let heap_before = placement::blocks(&mut conn).await?;
     let seeded = history::seed(
         pool,
         tenant.id,
@@ -114,6 +116,8 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     )
     .await
     .context("failed to write the history")?;
+    let heap_after = placement::blocks(&mut conn).await?;
+    let history_since = backlog::now(&mut conn).await?;
     if counting {
         statements::reset(&mut conn).await?;
     }
@@ -122,6 +126,8 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         .await
         .context("the history phase failed")?;
     let history_activity = sampler.finish().await?;
+    let placed =
+        placement::placed(&mut conn, tenant.id, history_since, heap_before, heap_after).await?;
     let history_statements = phase_statements(&mut conn, counting).await?;
 
     eprintln!("bench: phase 3 of 3, a backlog of {} jobs", args.backlog);
@@ -165,6 +171,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         drained,
         statements: [empty_statements, history_statements, backlog_statements],
         activity: [empty_activity, history_activity, backlog_activity],
+        placed,
     };
     println!("{}", report.json());
     report.print_table();
@@ -234,6 +241,8 @@ struct Report<'a> {
     /// Empty, history, backlog.
     statements: [Vec<Statement>; 3],
     activity: [Activity; 3],
+    /// Where the history phase's rows landed.
+    placed: Vec<placement::Placed>,
 }
 
 const PHASES: [&str; 3] = ["empty", "history", "backlog"];
@@ -285,6 +294,7 @@ impl Report<'_> {
                 "jobs_table_bytes": seeded.jobs_bytes,
                 "events_table_bytes": seeded.events_bytes,
                 "run": self.with_history.json(),
+                "placed": placement::to_json(&self.placed),
             },
             "backlog": {
                 "jobs": drained.all_jobs,
@@ -398,7 +408,12 @@ impl Report<'_> {
         );
         row(
             &format!("  its first {} jobs (jobs/s)", self.args.jobs),
-            format!("{:.0}", ratio(self.args.jobs as f64, drained.first_seconds)),
+            if drained.first_seconds > 0.0 {
+                format!("{:.0}", ratio(self.args.jobs as f64, drained.first_seconds))
+            } else {
+                // All of them finished inside the plans' window.
+                "–".to_owned()
+            },
         );
         row(
             "  each tenth (jobs/s)",
@@ -410,6 +425,7 @@ impl Report<'_> {
                 .join(" "),
         );
         self.print_statements();
+        placement::print(&self.placed);
         println!();
         println!("  the server's processes by wait (mean number at once), and its counters");
         for (phase, activity) in PHASES.iter().zip(&self.activity) {

@@ -22,6 +22,9 @@ use tokio::task::JoinHandle;
 /// How often the server's processes are sampled.
 const PERIOD: Duration = Duration::from_millis(20);
 
+/// The relations a phase's lines show: those read the most.
+const RELATIONS_SHOWN: usize = 12;
+
 /// The activity of a phase.
 #[derive(Debug, Default)]
 pub struct Activity {
@@ -33,6 +36,57 @@ pub struct Activity {
     pub dirty_mib_mean: f64,
     pub dirty_mib_max: f64,
     pub counters: Counters,
+    /// Blocks of each table and index found in shared buffers and read from outside them
+    /// during the phase: (relation, hit, read), most read first.
+    pub relations: Vec<(String, i64, i64)>,
+}
+
+#[derive(QueryableByName)]
+struct RelationBlocks {
+    #[diesel(sql_type = Text)]
+    relation: String,
+    #[diesel(sql_type = BigInt)]
+    hit: i64,
+    #[diesel(sql_type = BigInt)]
+    read: i64,
+}
+
+/// Every table's heap and every index of this database, by name.
+async fn read_relations(
+    conn: &mut AsyncPgConnection,
+) -> anyhow::Result<BTreeMap<String, (i64, i64)>> {
+    let rows: Vec<RelationBlocks> = diesel::sql_query(
+        "SELECT relname AS relation, coalesce(heap_blks_hit, 0) AS hit, \
+                coalesce(heap_blks_read, 0) AS read \
+         FROM pg_statio_user_tables \
+         UNION ALL \
+         SELECT indexrelname, coalesce(idx_blks_hit, 0), coalesce(idx_blks_read, 0) \
+         FROM pg_statio_user_indexes",
+    )
+    .load(conn)
+    .await
+    .context("failed to read pg_statio_user_tables and pg_statio_user_indexes")?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.relation, (row.hit, row.read)))
+        .collect())
+}
+
+/// The relations whose blocks moved since `start`, most read first.
+fn relations_since(
+    end: BTreeMap<String, (i64, i64)>,
+    start: &BTreeMap<String, (i64, i64)>,
+) -> Vec<(String, i64, i64)> {
+    let mut moved: Vec<(String, i64, i64)> = end
+        .into_iter()
+        .map(|(relation, (hit, read))| {
+            let (hit_before, read_before) = start.get(&relation).copied().unwrap_or_default();
+            (relation, hit - hit_before, read - read_before)
+        })
+        .filter(|(_, hit, read)| hit + read > 0)
+        .collect();
+    moved.sort_by_key(|(_, hit, read)| std::cmp::Reverse((*read, *hit)));
+    moved
 }
 
 /// The server-wide counters of `pg_stat_bgwriter` and `pg_stat_wal`.
@@ -119,6 +173,7 @@ impl Sampler {
     pub async fn start(pool: &PgPool) -> anyhow::Result<Self> {
         let mut conn = pool.get().await?;
         let start = Counters::read(&mut conn).await?;
+        let relations_start = read_relations(&mut conn).await?;
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
             let mut activity = Activity::default();
@@ -145,6 +200,8 @@ impl Sampler {
             }
             activity.dirty_mib_mean = dirty_sum / activity.samples.max(1) as f64;
             activity.counters = Counters::read(&mut conn).await?.since(start);
+            activity.relations =
+                relations_since(read_relations(&mut conn).await?, &relations_start);
             Ok(activity)
         });
         Ok(Self { stop, task })
@@ -197,6 +254,11 @@ impl Activity {
             "wal_records": counters.wal_records,
             "wal_fpi": counters.wal_fpi,
             "wal_bytes": counters.wal_bytes,
+            "relations": self.relations.iter().map(|(relation, hit, read)| json!({
+                "relation": relation,
+                "blocks_hit": hit,
+                "blocks_read": read,
+            })).collect::<Vec<_>>(),
         })
     }
 
@@ -225,6 +287,10 @@ impl Activity {
                 "    {:.2} {process} {wait}",
                 count as f64 / self.samples.max(1) as f64
             );
+        }
+        println!("    blocks read from outside shared buffers / found in them, by relation:");
+        for (relation, hit, read) in self.relations.iter().take(RELATIONS_SHOWN) {
+            println!("      {read} / {hit} {relation}");
         }
     }
 }
