@@ -484,11 +484,11 @@ impl Report<'_> {
                 let Some(s) = figures.get(&statement.queryid) else {
                     continue;
                 };
-                let per_row = |counter: i64| counter as f64 / s.rows.max(s.calls).max(1) as f64;
+                let per_row = |counter: i64| s.per_row(counter as f64);
                 println!(
                     "    {phase:<8} {:.4} ms; {:.2} read, {:.2} dirtied, {:.2} written; {:.0} B, \
                      {:.3} fpi ({:.1} rows a call)",
-                    s.ms_per_row(),
+                    s.per_row(s.total_ms),
                     per_row(s.blocks_read),
                     per_row(s.blocks_dirtied),
                     per_row(s.blocks_written),

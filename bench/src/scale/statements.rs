@@ -47,9 +47,10 @@ pub struct Statement {
 }
 
 impl Statement {
-    /// Milliseconds per row changed or returned (per call for a statement of no rows).
-    pub fn ms_per_row(&self) -> f64 {
-        self.total_ms / self.rows.max(self.calls).max(1) as f64
+    /// A counter per row changed or returned (per call for a statement of fewer rows than
+    /// calls).
+    pub fn per_row(&self, counter: f64) -> f64 {
+        counter / self.rows.max(self.calls).max(1) as f64
     }
 
     /// A counter per call.
