@@ -2,6 +2,12 @@
 //! of their own: the finishes that arrive while one batch is being written go out
 //! together in the next statement, one commit and one WAL flush for all of them. Nothing
 //! waits when the worker is idle: a lone finish is written at once.
+//!
+//! A job hands its finish over and frees its slot before the write commits (River's
+//! batch completer does the same): a slot is for running a handler, and the next job can
+//! be popped and claimed while the finish waits for its batch. The backlog is bounded: a
+//! handover waits while `backlog` finishes wait for the writer, so a stalled write holds
+//! at most that many finished jobs beside the batch being written, and then the slots.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,25 +34,40 @@ pub struct Completer {
     finishes: mpsc::Sender<Finish>,
 }
 
+/// A finish handed to the writer: [`Finishing::written`] answers once its batch is
+/// written.
+pub struct Finishing {
+    answer: oneshot::Receiver<Reply>,
+}
+
+impl Finishing {
+    /// True if the job's fence held and it is `SUCCEEDED` now; false if it had moved on.
+    pub async fn written(self) -> anyhow::Result<bool> {
+        let written = self
+            .answer
+            .await
+            .map_err(|_| anyhow::anyhow!("the completion writer stopped"))?;
+        Ok(written?)
+    }
+}
+
 impl Completer {
-    pub fn start(pool: PgPool) -> Self {
-        let (finishes, pending) = mpsc::channel(MAX_BATCH * 4);
+    /// A writer whose queue holds at most `backlog` finishes (at least one).
+    pub fn start(pool: PgPool, backlog: usize) -> Self {
+        let (finishes, pending) = mpsc::channel(backlog.clamp(1, MAX_BATCH));
         tokio::spawn(write_batches(pool, pending));
         Self { finishes }
     }
 
-    /// Marks the job `SUCCEEDED` if its fence still holds (true), in a batch with
-    /// whatever other finishes are waiting.
-    pub async fn succeed(&self, fence: Fence) -> anyhow::Result<bool> {
+    /// Hands over the job's fenced `RUNNING → SUCCEEDED`, to be written in a batch with
+    /// whatever other finishes are waiting; waits only while the backlog is full.
+    pub async fn submit(&self, fence: Fence) -> anyhow::Result<Finishing> {
         let (reply, answer) = oneshot::channel();
         self.finishes
             .send(Finish { fence, reply })
             .await
             .map_err(|_| anyhow::anyhow!("the completion writer stopped"))?;
-        let written = answer
-            .await
-            .map_err(|_| anyhow::anyhow!("the completion writer stopped"))?;
-        Ok(written?)
+        Ok(Finishing { answer })
     }
 }
 

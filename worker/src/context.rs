@@ -30,7 +30,8 @@ impl WorkerContext {
         let store = quire_shared::storage::build(&settings.storage)
             .context("failed to open the object store")?;
         Ok(Self {
-            completer: Completer::start(pool.clone()),
+            // At most as many finished jobs wait for the writer as the worker has slots.
+            completer: Completer::start(pool.clone(), settings.worker.concurrency),
             jobs: JobContext {
                 // Random per process start: a restarted worker never mistakes an old
                 // claim for its own.

@@ -143,19 +143,20 @@ pub async fn run(context: &Arc<WorkerContext>, claimed: Claimed, stop: &Cancella
         task_id = %message.task_id,
         request_id = message.request_id.as_deref().unwrap_or_default(),
     );
-    if let Err(error) = process(context, claimed, stop)
+    // The slot is freed when the job ends, or once its finish is handed to the completer.
+    if let Err(error) = process(context, claimed, stop, permit)
         .instrument(span.clone())
         .await
     {
         span.in_scope(|| tracing::error!(error = format!("{error:#}"), "job processing failed"));
     }
-    drop(permit);
 }
 
 async fn process(
     context: &Arc<WorkerContext>,
     claimed: ClaimedJob,
     stop: &CancellationToken,
+    slot: OwnedSemaphorePermit,
 ) -> anyhow::Result<()> {
     let tenant_status = claimed.tenant_status;
     let job = claimed.job;
@@ -210,7 +211,9 @@ async fn process(
         .record(started.elapsed().as_secs_f64());
 
     match ended {
-        Ended::Finished(outcome) => finish(context, handler, &job, &fence, backoff, outcome).await,
+        Ended::Finished(outcome) => {
+            finish(context, handler, &job, &fence, backoff, outcome, slot).await
+        }
         Ended::Lost => {
             tracing::info!("job stopped without side effects: it was cancelled or taken over");
             Ok(())
@@ -325,9 +328,10 @@ async fn finish(
     fence: &Fence,
     backoff: Backoff,
     outcome: Result<(), JobError>,
+    slot: OwnedSemaphorePermit,
 ) -> anyhow::Result<()> {
     let applied = match &outcome {
-        Ok(()) => succeed(context, handler, job, fence).await?,
+        Ok(()) => succeed(context, handler, job, fence, slot).await?,
         Err(JobError::Transient {
             code,
             message,
@@ -379,15 +383,20 @@ async fn finish(
 
 /// `RUNNING → SUCCEEDED` and the handler's own completion writes, in one transaction:
 /// an effect never commits for a job whose fence no longer holds. A handler without such
-/// writes hands its fenced finish to the completer, which writes it in a batch.
+/// writes hands its fenced finish to the completer, which writes it in a batch, and frees
+/// its slot as soon as the completer took it (`completer`'s module comment); a handler
+/// with them keeps its slot, and so its connection, until its transaction ends.
 async fn succeed(
     context: &WorkerContext,
     handler: Option<&dyn Prepared>,
     job: &Job,
     fence: &Fence,
+    slot: OwnedSemaphorePermit,
 ) -> anyhow::Result<bool> {
     let Some(handler) = handler.filter(|handler| handler.writes_on_success()) else {
-        return context.completer.succeed(fence.clone()).await;
+        let finishing = context.completer.submit(fence.clone()).await?;
+        drop(slot);
+        return finishing.written().await;
     };
     let mut conn = context.pool().get().await?;
     let applied = conn
