@@ -114,7 +114,8 @@ peers_quire_wrk() {
 #           [--no-s3] [--out PATH] [quire-bench args...]
 # Called by scripts/bench with its stack up ($work, $bin, $pg_port, $redis_port, the
 # QUIRE__/DATABASE_URL environment): Quire's integrity bench (N jobs, T s at 50 jobs/s,
-# U uploads from 16 clients), its no-op drain, T s at 500 jobs/s and U uploads on S3;
+# U uploads from 16 clients), its no-op drain, the integrity drain again at the worker's
+# default slots, T s at 500 jobs/s and U uploads on S3;
 # then Celery and graphile-worker through bench/peers/bench.py on the same N and 50*T
 # trickle jobs, and the FastAPI upload peer and quire-api under wrk (16 connections,
 # S s); then bench/peers/compare.py's table and the combined JSON at PATH.
@@ -175,6 +176,13 @@ peers_run() {
   quire_bench integrity --workload integrity --jobs "$jobs" --rate 50 --seconds "$seconds" \
     --uploads "$uploads" --upload-clients 16 --file-size 65536
   quire_bench noop --workload noop --jobs "$jobs" --rate 0 --uploads 0
+  # The same integrity drain at the worker's own default slots (`worker.concurrency`):
+  # the bench's --slots default is 16, the worker's is not.
+  local default_slots
+  default_slots="$(python3 -c 'import tomllib, sys
+print(tomllib.load(open(sys.argv[1], "rb"))["worker"]["concurrency"])' config/default.toml)"
+  quire_bench default-slots --workload integrity --jobs "$jobs" --rate 0 --uploads 0 \
+    --file-size 65536 --slots "$default_slots"
   quire_bench 500 --workload integrity --jobs 0 --rate 500 --seconds "$seconds" --uploads 0 \
     --file-size 65536
   if [ -n "$s3" ]; then
