@@ -177,7 +177,7 @@ peers_run() {
     --uploads "$uploads" --upload-clients 16 --file-size 65536
   quire_bench noop --workload noop --jobs "$jobs" --rate 0 --uploads 0
   # The same integrity drain at the worker's own default slots (`worker.concurrency`):
-  # the bench's --slots default is 16, the worker's is not.
+  # the bench's --slots default (16) need not be the worker's.
   local default_slots
   default_slots="$(python3 -c 'import tomllib, sys
 print(tomllib.load(open(sys.argv[1], "rb"))["worker"]["concurrency"])' config/default.toml)"
