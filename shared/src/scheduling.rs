@@ -120,6 +120,17 @@ pub struct Pick {
     pub tenant_id: Uuid,
 }
 
+/// True unless `picks` take every due event `state` counted, with no count cut at the
+/// round's lookahead (which is never below the smaller of `in_flight_per_queue` and
+/// `batch_size`). A round that leaves nothing due needs no second round at once: an event
+/// committed after its read, or room freed by a finish, wakes the dispatchers with its
+/// own NOTIFY.
+pub fn leaves_due(state: &State, picks: &[Pick], limits: &Limits) -> bool {
+    let uncut = limits.in_flight_per_queue.min(limits.batch_size);
+    let due: i64 = state.candidates.iter().map(|c| c.due).sum();
+    state.candidates.iter().any(|c| c.due >= uncut) || due > picks.len() as i64
+}
+
 /// The events to publish this round, in publication order.
 pub fn plan(state: &State, limits: &Limits) -> Vec<Pick> {
     let mut in_flight: HashMap<&str, (i64, i64)> = HashMap::new();
@@ -244,6 +255,44 @@ mod tests {
 
     fn count(picks: &[Pick], tenant: Uuid) -> usize {
         picks.iter().filter(|p| p.tenant_id == tenant).count()
+    }
+
+    #[test]
+    fn a_round_that_takes_every_due_event_leaves_nothing_due() {
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let state = State {
+            candidates: vec![
+                candidate(a, Priority::Interactive, 2, 1),
+                candidate(b, Priority::Bulk, 1, 1),
+            ],
+            ..State::default()
+        };
+        let limits = limits(40);
+        let picks = plan(&state, &limits);
+        assert_eq!(picks.len(), 3);
+        assert!(!leaves_due(&state, &picks, &limits));
+    }
+
+    #[test]
+    fn a_round_held_back_by_a_bound_or_a_cut_count_leaves_due_events() {
+        let a = Uuid::now_v7();
+        // The per-queue bound takes 5 of 8.
+        let bounded = State {
+            candidates: vec![candidate(a, Priority::Interactive, 8, 1)],
+            ..State::default()
+        };
+        let picks = plan(&bounded, &limits(5));
+        assert_eq!(picks.len(), 5);
+        assert!(leaves_due(&bounded, &picks, &limits(5)));
+        // A count at the lookahead may have been cut there: more may wait behind it,
+        // even when the plan took all it saw.
+        let cut = State {
+            candidates: vec![candidate(a, Priority::Interactive, 40, 1)],
+            ..State::default()
+        };
+        let picks = plan(&cut, &limits(40));
+        assert_eq!(picks.len(), 40);
+        assert!(leaves_due(&cut, &picks, &limits(40)));
     }
 
     #[test]

@@ -116,7 +116,9 @@ async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empt
     let read = async {
         let conn = &mut *conn;
         let start = blocks(conn).await?;
-        let claimed = scheduler::claim_in_round(conn, "dispatcher-test", &limits, cap).await?;
+        let claimed = scheduler::claim_in_round(conn, "dispatcher-test", &limits, cap)
+            .await?
+            .events;
         let after_round = blocks(conn).await?;
         let published: Vec<Published> = claimed
             .iter()

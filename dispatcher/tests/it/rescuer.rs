@@ -104,7 +104,7 @@ async fn a_rescued_job_goes_ahead_of_the_backlog_queued_after_it() {
     .await
     .expect("a round");
     scheduler::commit_round(&mut conn).await.expect("commit");
-    let picked: Vec<_> = claimed.iter().map(|event| event.job_id).collect();
+    let picked: Vec<_> = claimed.events.iter().map(|event| event.job_id).collect();
     assert_eq!(picked, [lost.job_id], "the rescued job goes first");
 }
 

@@ -251,10 +251,10 @@ async fn a_worker_claims_a_message_whose_round_has_not_committed_yet() {
     let claimed = scheduler::open_round(&mut round, "dispatcher-test", &limits, default_cap)
         .await
         .expect("a round");
-    let [event] = claimed.as_slice() else {
+    let [event] = claimed.events.as_slice() else {
         panic!(
             "the round claimed {} events, not the one due",
-            claimed.len()
+            claimed.events.len()
         );
     };
     assert_eq!(event.id, enqueued.event_id);

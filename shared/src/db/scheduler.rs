@@ -219,7 +219,7 @@ pub async fn open_round(
     dispatcher_id: &str,
     limits: &Limits,
     default_cap: i64,
-) -> Result<Vec<ClaimedEvent>, DbError> {
+) -> Result<RoundClaims, DbError> {
     begin_round(conn).await?;
     let claimed = claim_in_round(conn, dispatcher_id, limits, default_cap).await;
     if claimed.is_err() {
@@ -230,16 +230,28 @@ pub async fn open_round(
     claimed
 }
 
+/// What a round claimed, and whether it saw more due than it planned.
+pub struct RoundClaims {
+    /// In publication order.
+    pub events: Vec<ClaimedEvent>,
+    /// The round's read counted due events its plan did not take (a bound, a cap or the
+    /// batch size held them back): plan again at once, since claims and finishes free
+    /// room meanwhile. False: nothing it saw is left ([`scheduling::leaves_due`]).
+    pub more_due: bool,
+}
+
 /// The round's work in a transaction [`begin_round`] opened: read the state, plan, claim.
 pub async fn claim_in_round(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,
     limits: &Limits,
     default_cap: i64,
-) -> Result<Vec<ClaimedEvent>, DbError> {
+) -> Result<RoundClaims, DbError> {
     let state = read_state(conn, limits, default_cap).await?;
     let picks = scheduling::plan(&state, limits);
-    claim(conn, dispatcher_id, &picks).await
+    let more_due = scheduling::leaves_due(&state, &picks, limits);
+    let events = claim(conn, dispatcher_id, &picks).await?;
+    Ok(RoundClaims { events, more_due })
 }
 
 /// `PENDING → PUBLISHING` for the plan: each (queue, class, tenant) its next due events,
