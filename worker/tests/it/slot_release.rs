@@ -34,18 +34,19 @@ async fn hold_every_finish_behind_the_lock(world: &World) {
     }
 }
 
+/// `count` no-op jobs in one statement (`jobs::enqueue_many`), with the configured attempts.
 async fn enqueue_noop_jobs(world: &World, count: usize) -> Vec<Uuid> {
+    let attempts = world.context.settings.jobs.max_attempts;
+    let batch: Vec<NewJob<BenchNoop>> = (0..count)
+        .map(|_| NewJob::new(world.tenant_id, BenchNoop {}, attempts, None))
+        .collect();
     let mut conn = world.pool.get().await.expect("connection");
-    let mut ids = Vec::with_capacity(count);
-    for _ in 0..count {
-        let job = NewJob::new(world.tenant_id, BenchNoop::default(), 5, None);
-        let enqueued = jobs::enqueue(&mut conn, &job)
-            .await
-            .expect("enqueue")
-            .expect("a no-op job never conflicts");
-        ids.push(enqueued.job_id);
-    }
-    ids
+    jobs::enqueue_many(&mut conn, &batch)
+        .await
+        .expect("enqueue")
+        .into_iter()
+        .map(|job| job.expect("a no-op job never conflicts").job_id)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
