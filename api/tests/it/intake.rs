@@ -1,14 +1,18 @@
 //! Intake and batch enqueue write many rows in one statement: what they return must be
 //! what is stored, every job must be announced by its own outbox event, and the unique
-//! indexes keep deciding which job is a duplicate, inside a batch too.
+//! indexes keep deciding which job is a duplicate, inside a batch too. Under the
+//! duplicate rule, identical uploads racing each other record exactly one document.
 
 use diesel::sql_types::{BigInt, Uuid as SqlUuid};
-use diesel_async::RunQueryDsl;
+use std::sync::Arc;
+
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use quire_shared::db::documents::{self, NewDocument};
-use quire_shared::db::intake::{self, NewIntake};
+use quire_shared::db::intake::{self, NewIntake, NotRecorded};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::tenants::TenantWrite;
 use quire_shared::jobs::{AnalyzeDocument, VerifyDocument};
+use tokio::sync::Barrier;
 use uuid::Uuid;
 
 use crate::helpers::TestApp;
@@ -176,4 +180,144 @@ async fn a_batch_enqueue_skips_jobs_whose_equivalent_is_active() {
         );
         assert_eq!(pending_events_of(&mut conn, job.job_id).await, 1);
     }
+}
+
+/// One racer's outcome: the document it recorded, or the one it was told has its bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum Raced {
+    Recorded(Uuid),
+    SameContent(Uuid),
+}
+
+/// Identical uploads at once, on connections of their own released by one barrier: half
+/// through the one-statement intake (`record_new_content`), half as a transaction that
+/// takes the rule's lock first and then records (the new version's path, and an API of
+/// the release before during a deploy). Exactly one records; every other one is told
+/// that document's id, and nothing else is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_uploads_at_once_record_exactly_one_document() {
+    let app = TestApp::spawn().await;
+    // Several rounds, each with bytes of its own: one round of a rule without its lock
+    // records twice only sometimes; four almost always.
+    for round in 0..4u8 {
+        race_identical_uploads(&app, &format!("{round:02x}").repeat(32)).await;
+    }
+}
+
+async fn race_identical_uploads(app: &TestApp, sha256: &str) {
+    const RACERS: usize = 8;
+    let barrier = Arc::new(Barrier::new(RACERS));
+    let mut racers = Vec::new();
+    for index in 0..RACERS {
+        let mut intake = new_intake(app.tenant_id, index);
+        intake.document.sha256 = sha256.to_owned();
+        let mut conn = app.pool.get().await.expect("connection");
+        let (barrier, tenant) = (Arc::clone(&barrier), tenant(app));
+        racers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            if index.is_multiple_of(2) {
+                return match intake::record_new_content(&mut conn, &tenant, &intake)
+                    .await
+                    .expect("record")
+                {
+                    Ok(recorded) => Raced::Recorded(recorded.document.id),
+                    Err(NotRecorded::SameContent(existing)) => Raced::SameContent(existing),
+                    Err(refused) => panic!("the tenant takes it: {refused:?}"),
+                };
+            }
+            conn.transaction::<_, quire_shared::db::DbError, _>(async |conn| {
+                let document = &intake.document;
+                let found = documents::lock_and_find_same_content(
+                    conn,
+                    document.tenant_id,
+                    &document.sha256,
+                )
+                .await?;
+                if let Some(existing) = found {
+                    return Ok(Raced::SameContent(existing));
+                }
+                let recorded = intake::record(conn, &tenant, std::slice::from_ref(&intake))
+                    .await?
+                    .expect("the tenant takes it");
+                Ok(Raced::Recorded(recorded[0].document.id))
+            })
+            .await
+            .expect("the transaction")
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for racer in racers {
+        outcomes.push(racer.await.expect("racer"));
+    }
+
+    let recorded: Vec<Uuid> = outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            Raced::Recorded(id) => Some(*id),
+            Raced::SameContent(_) => None,
+        })
+        .collect();
+    assert_eq!(recorded.len(), 1, "exactly one records: {outcomes:?}");
+    for outcome in &outcomes {
+        if let Raced::SameContent(existing) = outcome {
+            assert_eq!(
+                *existing, recorded[0],
+                "every other is told the one: {outcomes:?}"
+            );
+        }
+    }
+    let mut conn = app.pool.get().await.expect("connection");
+    let stored = diesel::sql_query(
+        "SELECT count(*) AS count FROM document_versions WHERE tenant_id = $1 AND sha256 = $2",
+    )
+    .bind::<SqlUuid, _>(app.tenant_id)
+    .bind::<diesel::sql_types::Text, _>(sha256)
+    .get_result::<Count>(&mut conn)
+    .await
+    .expect("count versions")
+    .count;
+    assert_eq!(stored, 1, "nothing of the refused uploads is stored");
+}
+
+/// The rule counts live documents only: once the one with these bytes is in the trash,
+/// the same bytes record again, and a refused upload's own rows are never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_duplicate_rule_of_one_statement_ignores_trashed_documents() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.pool.get().await.expect("connection");
+    let sha256 = "cd".repeat(32);
+    let with_bytes = |index| {
+        let mut intake = new_intake(app.tenant_id, index);
+        intake.document.sha256 = sha256.clone();
+        intake
+    };
+    let first = intake::record_new_content(&mut conn, &tenant(&app), &with_bytes(0))
+        .await
+        .expect("record")
+        .expect("new bytes record");
+    let refused = with_bytes(1);
+    let answer = intake::record_new_content(&mut conn, &tenant(&app), &refused)
+        .await
+        .expect("record");
+    assert_eq!(
+        answer.err(),
+        Some(NotRecorded::SameContent(first.document.id))
+    );
+    let found = documents::find_document(&mut conn, app.tenant_id, refused.document.id)
+        .await
+        .expect("query");
+    assert!(found.is_none(), "the refused upload wrote nothing");
+
+    diesel::sql_query("UPDATE documents SET trashed_at = now() WHERE id = $1")
+        .bind::<SqlUuid, _>(first.document.id)
+        .execute(&mut conn)
+        .await
+        .expect("trash");
+    let again = intake::record_new_content(&mut conn, &tenant(&app), &with_bytes(2))
+        .await
+        .expect("record");
+    assert!(
+        again.is_ok(),
+        "a trashed document holds no bytes: {again:?}"
+    );
 }

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{ActionError, hold_tenant};
 use crate::db::documents::{self, Document, DocumentEdit, DocumentVersion, IfMatch, NewDocument};
-use crate::db::intake::{self, NewIntake, Recorded};
+use crate::db::intake::{self, NewIntake, NotRecorded, Recorded};
 use crate::db::jobs::{self, Job, NewJob, Priority};
 use crate::db::labels::{self, Labels};
 use crate::db::tenants::{TenantLock, TenantWrite};
@@ -378,12 +378,17 @@ pub(crate) async fn refuse_duplicate(
     sha256: &str,
 ) -> Result<(), ActionError> {
     match documents::lock_and_find_same_content(conn, tenant_id, sha256).await? {
-        Some(existing) => Err(ActionError::Conflict {
-            code: "duplicate_document",
-            detail: "a document with the same content exists already".to_owned(),
-            extension: Some(("existing_document_id", existing.to_string())),
-        }),
+        Some(existing) => Err(duplicate_document(existing)),
         None => Ok(()),
+    }
+}
+
+/// The answer of the duplicate rule: `existing` has the same bytes.
+fn duplicate_document(existing: Uuid) -> ActionError {
+    ActionError::Conflict {
+        code: "duplicate_document",
+        detail: "a document with the same content exists already".to_owned(),
+        extension: Some(("existing_document_id", existing.to_string())),
     }
 }
 
@@ -425,20 +430,19 @@ async fn record_upload(
         caller.configured_attempts,
         caller.request_id.clone(),
     );
-    let intakes = [NewIntake { document, job }];
+    let intake = NewIntake { document, job };
     let tenant = caller.tenant_write();
-    let recorded = if reject_duplicates {
-        conn.transaction::<_, ActionError, _>(async |conn| {
-            let document = &intakes[0].document;
-            refuse_duplicate(conn, document.tenant_id, &document.sha256).await?;
-            Ok(intake::record(conn, &tenant, &intakes).await??)
-        })
-        .await?
-    } else {
-        // One statement, atomic on its own (tenant check included): no transaction needed.
-        intake::record(conn, &tenant, &intakes).await??
-    };
-    recorded
+    // One statement either way, atomic on its own (tenant check and, with the duplicate
+    // rule, its lock included): no transaction needed.
+    if reject_duplicates {
+        return match intake::record_new_content(conn, &tenant, &intake).await? {
+            Ok(recorded) => Ok(recorded),
+            Err(NotRecorded::SameContent(existing)) => Err(duplicate_document(existing)),
+            Err(NotRecorded::Refused(refused)) => Err(refused.into()),
+        };
+    }
+    intake::record(conn, &tenant, std::slice::from_ref(&intake))
+        .await??
         .into_iter()
         .next()
         .ok_or(ActionError::Db(DbError::Query(

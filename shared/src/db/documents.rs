@@ -342,37 +342,28 @@ pub async fn mark_pending_for_job(
 
 #[derive(QueryableByName)]
 struct Existing {
-    #[diesel(sql_type = diesel::sql_types::Uuid)]
-    id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Uuid>)]
+    id: Option<Uuid>,
 }
 
 /// Serialises uploads of the same bytes in one tenant until the end of the transaction,
 /// then returns a live document of this tenant whose current version has these bytes.
-/// Two identical uploads at once cannot both pass.
+/// Two identical uploads at once cannot both pass. The rule is the database's
+/// `quire_same_content` (its migration says why it is a function): one statement, the
+/// lock taken before the look.
 pub async fn lock_and_find_same_content(
     conn: &mut AsyncPgConnection,
     tenant_id: Uuid,
     sha256: &str,
 ) -> Result<Option<Uuid>, DbError> {
     use diesel::sql_types::{Text, Uuid as SqlUuid};
-    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2, 42))")
-        .bind::<Text, _>(tenant_id.to_string())
+    Ok(diesel::sql_query("SELECT quire_same_content($1, $2) AS id")
+        .bind::<SqlUuid, _>(tenant_id)
         .bind::<Text, _>(sha256)
         .prepared()
-        .execute(conn)
-        .await?;
-    Ok(diesel::sql_query(
-        "SELECT d.id FROM document_versions v JOIN documents d ON d.current_version_id = v.id \
-         WHERE v.tenant_id = $1 AND v.sha256 = $2 AND d.tenant_id = $1 AND d.trashed_at IS NULL \
-         LIMIT 1",
-    )
-    .bind::<SqlUuid, _>(tenant_id)
-    .bind::<Text, _>(sha256)
-    .prepared()
-    .get_result::<Existing>(conn)
-    .await
-    .optional()?
-    .map(|row| row.id))
+        .get_result::<Existing>(conn)
+        .await?
+        .id)
 }
 
 /// What an edit may change; `None` leaves a field alone.

@@ -51,6 +51,18 @@ struct RecordedAt {
     tenant_status: Option<TenantStatus>,
     #[diesel(sql_type = Nullable<Int8>)]
     tenant_generation: Option<i64>,
+    /// The live document with the same bytes, under the duplicate rule.
+    #[diesel(sql_type = Nullable<SqlUuid>)]
+    same_content: Option<Uuid>,
+}
+
+/// Why an intake under the duplicate rule wrote nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRecorded {
+    /// The tenant does not take the write.
+    Refused(Refused),
+    /// This live document of the tenant has the same bytes as its current version.
+    SameContent(Uuid),
 }
 
 /// Column-wise binds of a batch: `unnest` turns them back into rows.
@@ -85,6 +97,46 @@ pub async fn record<J: BackgroundJob>(
     tenant: &TenantWrite,
     intakes: &[NewIntake<J>],
 ) -> Result<Result<Vec<Recorded>, Refused>, DbError> {
+    match write(conn, tenant, intakes, None).await? {
+        Ok(recorded) => Ok(Ok(recorded)),
+        Err(NotRecorded::Refused(refused)) => Ok(Err(refused)),
+        Err(NotRecorded::SameContent(_)) => Err(DbError::Build(
+            "an intake without the duplicate rule found a duplicate".to_owned(),
+        )),
+    }
+}
+
+/// [`record`] of one upload under the duplicate rule, still ONE statement: the same
+/// bytes as the current version of a live document of the tenant write nothing and
+/// answer `SameContent` with that document. The rule is the database's
+/// `quire_same_content`, which takes the lock that serialises uploads of the same bytes
+/// in the tenant (held to the end of the statement's transaction) before it looks, so two
+/// identical uploads at once cannot both pass; the statement takes that lock before the
+/// tenant row's, in the order of every other upload's transaction.
+pub async fn record_new_content<J: BackgroundJob>(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantWrite,
+    intake: &NewIntake<J>,
+) -> Result<Result<Recorded, NotRecorded>, DbError> {
+    let same_content = Some(intake.document.sha256.as_str());
+    match write(conn, tenant, std::slice::from_ref(intake), same_content).await? {
+        Ok(recorded) => recorded
+            .into_iter()
+            .next()
+            .map(Ok)
+            .ok_or_else(|| DbError::Build("an admitted intake returned no rows".to_owned())),
+        Err(not_recorded) => Ok(Err(not_recorded)),
+    }
+}
+
+/// The statement of [`record`] and [`record_new_content`]: with `same_content`, nothing
+/// is written when a live document of the tenant has those bytes.
+async fn write<J: BackgroundJob>(
+    conn: &mut AsyncPgConnection,
+    tenant: &TenantWrite,
+    intakes: &[NewIntake<J>],
+    same_content: Option<&str>,
+) -> Result<Result<Vec<Recorded>, NotRecorded>, DbError> {
     if intakes.is_empty() {
         return Ok(Ok(Vec::new()));
     }
@@ -124,9 +176,15 @@ pub async fn record<J: BackgroundJob>(
     // locks the tenant row (a state change waits for this write to commit, or this
     // write waits for it and reads its result); its condition is `TenantWrite::admits`
     // with the state `active`, and without it `i` is empty and nothing is written.
+    // `same` applies the duplicate rule when `$19` names the bytes; `held` reads it in a
+    // one-time filter, so its advisory lock is taken before the tenant row's lock.
     let row = diesel::sql_query(concat!(
-        "WITH held AS ( \
-             SELECT status, generation FROM tenants WHERE id = $16 FOR SHARE), \
+        "WITH same AS MATERIALIZED ( \
+             SELECT CASE WHEN $19::text IS NULL THEN NULL \
+                         ELSE quire_same_content($16, $19::text) END AS existing), \
+         held AS ( \
+             SELECT status, generation FROM tenants \
+             WHERE id = $16 AND (SELECT true FROM same) FOR SHARE), \
          i AS ( \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], \
                  $6::int8[], $7::text[], $8::text[], $9::text[], $10::uuid[], $11::text[], \
@@ -135,7 +193,8 @@ pub async fn record<J: BackgroundJob>(
                  content_type, original_filename, job_id, job_type, payload, max_attempts, \
                  event_id, message, priority) \
              WHERE EXISTS (SELECT 1 FROM held WHERE status = 'active' \
-                 AND ($17::int8 IS NULL OR generation = $17::int8))), \
+                 AND ($17::int8 IS NULL OR generation = $17::int8)) \
+               AND NOT EXISTS (SELECT 1 FROM same WHERE existing IS NOT NULL)), \
          document AS ( \
              INSERT INTO documents (id, tenant_id, title, status, current_version_id) \
              SELECT document_id, tenant_id, title, 'PENDING', version_id FROM i), \
@@ -148,6 +207,7 @@ pub async fn record<J: BackgroundJob>(
         " SELECT now() AS recorded_at, (SELECT count(*) FROM event) AS enqueued, \
              (SELECT status FROM held) AS tenant_status, \
              (SELECT generation FROM held) AS tenant_generation, \
+             (SELECT existing FROM same) AS same_content, \
              pg_notify('quire_outbox', '') AS notified"
     ))
     .bind::<Array<SqlUuid>, _>(&columns.document_ids)
@@ -168,9 +228,18 @@ pub async fn record<J: BackgroundJob>(
     .bind::<SqlUuid, _>(tenant.tenant_id)
     .bind::<Nullable<Int8>, _>(tenant.generation)
     .bind::<Array<Text>, _>(&columns.priorities)
+    .bind::<Nullable<Text>, _>(same_content)
     .prepared()
     .get_result::<RecordedAt>(conn)
     .await?;
+    if let Some(existing) = row.same_content {
+        if row.enqueued != 0 {
+            return Err(DbError::Build(
+                "an intake was written beside a document with the same bytes".to_owned(),
+            ));
+        }
+        return Ok(Err(NotRecorded::SameContent(existing)));
+    }
     let admitted = match (row.tenant_status, row.tenant_generation) {
         (Some(status), Some(generation)) => tenant.admits(status, generation, TenantStatus::Active),
         _ => false,
@@ -181,7 +250,7 @@ pub async fn record<J: BackgroundJob>(
                 "an intake was written for a tenant that does not take it".to_owned(),
             ));
         }
-        return Ok(Err(Refused(row.tenant_status)));
+        return Ok(Err(NotRecorded::Refused(Refused(row.tenant_status))));
     }
     // A brand-new version has no active job, so each intake enqueues; anything else is a
     // bug that must not pass as an upload whose job does not exist.

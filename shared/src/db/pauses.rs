@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::DbError;
 use super::jobs::Job;
+use super::prepared::Prepared;
 use super::schema::{queue_pauses, tenants};
 use crate::states::JobStatus;
 
@@ -84,6 +85,7 @@ pub async fn holds(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Result<Hold
                 ARRAY(SELECT queue FROM queue_pauses ORDER BY queue) AS paused_queues",
     )
     .bind::<SqlUuid, _>(tenant_id)
+    .prepared()
     .get_result::<HoldsRow>(conn)
     .await?;
     Ok(Holds {

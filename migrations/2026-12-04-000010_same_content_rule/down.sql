@@ -1,0 +1,1 @@
+DROP FUNCTION IF EXISTS quire_same_content(uuid, text);
