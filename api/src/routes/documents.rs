@@ -77,13 +77,13 @@ pub async fn upload(
     let document_caller = state.document_caller(&caller);
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;
     let store = state.store.clone();
-    let tenant_id = caller.tenant_id;
     upload::record_once(&state, keyed, &object, move |conn| {
         async move {
             let Recorded {
                 document,
                 version,
                 job,
+                holds,
             } = document_actions::upload(
                 conn,
                 store.as_ref(),
@@ -92,7 +92,6 @@ pub async fn upload(
                 reject_duplicates,
             )
             .await?;
-            let holds = quire_shared::db::pauses::holds(conn, tenant_id).await?;
             let location = format!("/api/documents/{}", document.id);
             Ok(Answer::json(
                 StatusCode::CREATED,

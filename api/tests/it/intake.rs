@@ -10,6 +10,7 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use quire_shared::db::documents::{self, NewDocument};
 use quire_shared::db::intake::{self, NewIntake, NotRecorded};
 use quire_shared::db::jobs::{self, NewJob};
+use quire_shared::db::pauses::{self, Holds};
 use quire_shared::db::tenants::TenantWrite;
 use quire_shared::jobs::{AnalyzeDocument, VerifyDocument};
 use tokio::sync::Barrier;
@@ -320,4 +321,53 @@ async fn the_duplicate_rule_of_one_statement_ignores_trashed_documents() {
         again.is_ok(),
         "a trashed document holds no bytes: {again:?}"
     );
+}
+
+/// The intake's one statement answers with what holds the new jobs, as a separate read
+/// (`pauses::holds`) would: the upload's answer shows `held` without that read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intake_answers_with_the_holds_a_separate_read_sees() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.pool.get().await.expect("connection");
+    let record = async |conn: &mut diesel_async::AsyncPgConnection, index, rule: bool| {
+        let intake = new_intake(app.tenant_id, index);
+        let recorded = if rule {
+            intake::record_new_content(conn, &tenant(&app), &intake)
+                .await
+                .expect("record")
+                .expect("new bytes record")
+        } else {
+            intake::record(conn, &tenant(&app), &[intake])
+                .await
+                .expect("record")
+                .expect("the tenant takes it")
+                .remove(0)
+        };
+        let read = pauses::holds(conn, app.tenant_id).await.expect("holds");
+        assert_eq!(recorded.holds, read, "the statement saw what a read sees");
+        recorded.holds
+    };
+    assert_eq!(record(&mut conn, 0, false).await, Holds::default());
+
+    pauses::pause_tenant(&mut conn, app.tenant_id)
+        .await
+        .expect("pause the tenant");
+    for queue in ["verify-document", "analyze-document"] {
+        pauses::pause_queue(&mut conn, queue, "test")
+            .await
+            .expect("pause a queue");
+    }
+    let paused = Holds {
+        tenant_paused: true,
+        paused_queues: vec!["analyze-document".to_owned(), "verify-document".to_owned()],
+    };
+    assert_eq!(record(&mut conn, 1, false).await, paused);
+    assert_eq!(record(&mut conn, 2, true).await, paused);
+
+    pauses::resume_tenant(&mut conn, app.tenant_id)
+        .await
+        .expect("resume the tenant");
+    let held = record(&mut conn, 3, true).await;
+    assert!(!held.tenant_paused);
+    assert_eq!(held.paused_queues, paused.paused_queues);
 }

@@ -334,10 +334,11 @@ pub struct StoredUpload {
 }
 
 /// Records stored bytes as a new document: its version, its `analyze-document` job and
-/// the outbox event, in one statement (in a transaction with the duplicate check when
-/// `reject_duplicates`: the same bytes twice in a tenant answer `duplicate_document`
-/// with the existing id). The title defaults to the filename, then `Untitled`. When
-/// nothing is recorded the object is removed at once: nothing points at it.
+/// the outbox event, in one statement (`intake::record`; with `reject_duplicates`, the
+/// same statement applies the duplicate rule: the same bytes twice in a tenant answer
+/// `duplicate_document` with the existing id). The answer carries what holds the job.
+/// The title defaults to the filename, then `Untitled`. When nothing is recorded the
+/// object is removed at once: nothing points at it.
 pub async fn upload(
     conn: &mut AsyncPgConnection,
     store: &dyn ObjectStore,

@@ -8,10 +8,14 @@
 //!
 //! The same statement re-checks the tenant: it locks the tenant row `FOR SHARE` and
 //! writes nothing unless the tenant takes the write (`TenantWrite::admits`), so an
-//! upload let in before a reset or a deletion never commits after it.
+//! upload let in before a reset or a deletion never commits after it. It also reads what
+//! holds the new jobs (the tenant's pause, the paused queues): an upload answers with its
+//! job's `held` without another round trip.
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, Int4, Int8, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{
+    Array, Bool, Int4, Int8, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid,
+};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -19,6 +23,7 @@ use uuid::Uuid;
 use super::DbError;
 use super::documents::{Document, DocumentVersion, NewDocument};
 use super::jobs::{Job, NewJob, enqueue_ctes};
+use super::pauses::{Holds, paused_queues_sql};
 use super::prepared::Prepared;
 use super::tenants::{Refused, TenantWrite};
 use crate::jobs::BackgroundJob;
@@ -38,6 +43,9 @@ pub struct Recorded {
     pub document: Document,
     pub version: DocumentVersion,
     pub job: Job,
+    /// What holds the tenant's queued jobs, read by the same statement (as
+    /// `pauses::holds` would have read it at that instant).
+    pub holds: Holds,
 }
 
 #[derive(QueryableByName)]
@@ -54,6 +62,10 @@ struct RecordedAt {
     /// The live document with the same bytes, under the duplicate rule.
     #[diesel(sql_type = Nullable<SqlUuid>)]
     same_content: Option<Uuid>,
+    #[diesel(sql_type = Bool)]
+    tenant_paused: bool,
+    #[diesel(sql_type = Array<Text>)]
+    paused_queues: Vec<String>,
 }
 
 /// Why an intake under the duplicate rule wrote nothing.
@@ -183,7 +195,8 @@ async fn write<J: BackgroundJob>(
              SELECT CASE WHEN $19::text IS NULL THEN NULL \
                          ELSE quire_same_content($16, $19::text) END AS existing), \
          held AS ( \
-             SELECT status, generation FROM tenants \
+             SELECT status, generation, processing_paused_at IS NOT NULL AS paused \
+             FROM tenants \
              WHERE id = $16 AND (SELECT true FROM same) FOR SHARE), \
          i AS ( \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], \
@@ -208,7 +221,9 @@ async fn write<J: BackgroundJob>(
              (SELECT status FROM held) AS tenant_status, \
              (SELECT generation FROM held) AS tenant_generation, \
              (SELECT existing FROM same) AS same_content, \
-             pg_notify('quire_outbox', '') AS notified"
+             COALESCE((SELECT paused FROM held), false) AS tenant_paused, ",
+        paused_queues_sql!(),
+        " AS paused_queues, pg_notify('quire_outbox', '') AS notified"
     ))
     .bind::<Array<SqlUuid>, _>(&columns.document_ids)
     .bind::<Array<SqlUuid>, _>(&columns.tenant_ids)
@@ -262,6 +277,10 @@ async fn write<J: BackgroundJob>(
         )));
     }
     let at = row.recorded_at;
+    let holds = Holds {
+        tenant_paused: row.tenant_paused,
+        paused_queues: row.paused_queues,
+    };
 
     let mut recorded = Vec::with_capacity(intakes.len());
     for (index, NewIntake { document, job }) in intakes.iter().enumerate() {
@@ -276,6 +295,7 @@ async fn write<J: BackgroundJob>(
                 columns.payloads[index].clone(),
                 at,
             ),
+            holds: holds.clone(),
         });
     }
     Ok(Ok(recorded))

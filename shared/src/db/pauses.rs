@@ -68,6 +68,15 @@ impl Holds {
     }
 }
 
+/// The paused queues, as one SQL expression of type `text[]`: [`holds`] reads it, and so
+/// does the upload's one statement (`intake::record`), which returns its holds with it.
+macro_rules! paused_queues_sql {
+    () => {
+        "ARRAY(SELECT queue FROM queue_pauses ORDER BY queue)"
+    };
+}
+pub(crate) use paused_queues_sql;
+
 #[derive(QueryableByName)]
 struct HoldsRow {
     #[diesel(sql_type = Bool)]
@@ -79,11 +88,12 @@ struct HoldsRow {
 /// The holds on `tenant_id`'s jobs, in one read (a tenant's row and the small
 /// `queue_pauses` table).
 pub async fn holds(conn: &mut AsyncPgConnection, tenant_id: Uuid) -> Result<Holds, DbError> {
-    let row = diesel::sql_query(
+    let row = diesel::sql_query(concat!(
         "SELECT COALESCE((SELECT processing_paused_at IS NOT NULL FROM tenants WHERE id = $1), \
-                         false) AS tenant_paused, \
-                ARRAY(SELECT queue FROM queue_pauses ORDER BY queue) AS paused_queues",
-    )
+                             false) AS tenant_paused, ",
+        paused_queues_sql!(),
+        " AS paused_queues"
+    ))
     .bind::<SqlUuid, _>(tenant_id)
     .prepared()
     .get_result::<HoldsRow>(conn)
