@@ -110,11 +110,19 @@ impl Application {
             .context("invalid database url")?;
         tokio::spawn(events::listen(connector, Arc::clone(&events)));
         let events_guard = events.closing().clone().drop_guard();
+        let express = quire_shared::publishing::Express::from_settings(
+            &settings,
+            "api",
+            pool.clone(),
+            redis.clone(),
+        )
+        .map(Arc::new);
         let state = web::Data::new(AppState {
             settings: Arc::new(settings),
             pool,
             store,
             redis,
+            express,
             events: Arc::clone(&events),
         });
         let server = HttpServer::new(move || {

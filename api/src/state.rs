@@ -14,6 +14,9 @@ pub struct AppState {
     pub pool: PgPool,
     pub store: Arc<dyn ObjectStore>,
     pub redis: quire_shared::redis_client::RedisPool,
+    /// The express path (`scheduling.express`): an upload whose queue has no backlog
+    /// publishes its own job's event after the commit. `None` when it is off.
+    pub express: Option<Arc<quire_shared::publishing::Express>>,
     /// The open event streams of this process (`GET /api/events`).
     pub events: Arc<crate::events::EventHub>,
 }

@@ -122,6 +122,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         tenant_id: tenant_a,
         workload: Workload::Integrity,
         file_size: args.file_size,
+        express: None,
     };
     let documents = bench_a.prepare(args.fairness_backlog).await?;
     {

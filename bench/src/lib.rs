@@ -40,12 +40,14 @@ mod uploads;
 mod usage;
 mod workload;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use quire_shared::config::Settings;
 use quire_shared::db::{self, PgPool, jobs, members, tenants};
 use quire_shared::permissions::MemberSpec;
+use quire_shared::publishing::Express;
 use quire_shared::states::TenantStatus;
 use uuid::Uuid;
 
@@ -175,11 +177,17 @@ pub(crate) async fn run_in_tenant<'a>(
         id: tenant_id,
         user_id,
     } = tenant;
+    // The express path publishes in the run's own namespace, as the API it starts does.
+    let mut scoped = settings.clone();
+    scoped.redis.namespace = scope.namespace.clone();
+    let redis = quire_shared::redis_client::RedisPool::build(&scoped.redis)
+        .context("failed to set up the redis pool")?;
     let bench = Bench {
         settings: settings.clone(),
         tenant_id,
         workload: args.workload,
         file_size: args.file_size,
+        express: Express::from_settings(&scoped, "bench", pool.clone(), redis).map(Arc::new),
     };
 
     // Direct enqueue, nothing consuming yet.

@@ -132,6 +132,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         tenant_id: tenant_a,
         workload: Workload::Integrity,
         file_size: args.file_size,
+        express: None,
     };
     let backlog = bench_a.prepare(args.reads_backlog).await?;
 
@@ -204,6 +205,7 @@ async fn seed_reader(
         workload: Workload::Integrity,
         // Small files: the reads never open them.
         file_size: 1024,
+        express: None,
     };
     let documents = bench.prepare(args.reads_documents).await?;
     let mut conn = pool.get().await?;

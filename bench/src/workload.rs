@@ -1,6 +1,8 @@
 //! The jobs of a bench run: bare no-op jobs, or integrity jobs each with its stored file
 //! and its document and version rows, enqueued the way the API records them.
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use diesel_async::AsyncPgConnection;
 use quire_shared::config::Settings;
@@ -9,6 +11,7 @@ use quire_shared::db::intake::{self, NewIntake};
 use quire_shared::db::jobs::{self, NewJob};
 use quire_shared::db::tenants::TenantWrite;
 use quire_shared::jobs::{AnalyzeDocument, BackgroundJob, BenchNoop, VerifyDocument};
+use quire_shared::publishing::Express;
 use quire_shared::storage::{self, StorageKey, put_digested};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -22,6 +25,10 @@ pub struct Bench {
     pub tenant_id: Uuid,
     pub workload: Workload,
     pub file_size: usize,
+    /// The express path, as the API takes it (`scheduling.express`): a lone intake whose
+    /// queue has no backlog is published by the bench itself after its commit. `None`
+    /// for the scenarios that enqueue backlogs only.
+    pub express: Option<Arc<Express>>,
 }
 
 impl Bench {
@@ -116,8 +123,19 @@ impl Bench {
                     tenant_id,
                     generation: None,
                 };
-                intake::record(conn, &tenant, &intakes)
-                    .await??
+                let claim = self.express.as_deref().map(Express::claim);
+                let recorded = intake::record(conn, &tenant, &intakes, claim).await??;
+                // Committed (the statement ran on its own): publish what it claimed, as
+                // the API does after an upload, beside the next enqueue.
+                for event in recorded
+                    .iter()
+                    .filter_map(|recorded| recorded.announce.clone())
+                {
+                    if let Some(express) = self.express.clone() {
+                        tokio::spawn(async move { express.publish(event).await });
+                    }
+                }
+                recorded
                     .into_iter()
                     .map(|recorded| recorded.job.id)
                     .collect()

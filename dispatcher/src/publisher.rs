@@ -3,34 +3,27 @@
 //! `PUBLISHED` only after Redis answered; on failure return them to `PENDING` with a
 //! bounded backoff and back off the loop itself.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use deadpool_redis::redis;
-use quire_shared::broker::{self, EventMessage, WireMessage};
 use quire_shared::config::Settings;
 use quire_shared::db::PgPool;
-use quire_shared::db::outbox::{self, ClaimedEvent, Published, Retry};
+use quire_shared::db::outbox::{self, Retry};
 use quire_shared::db::scheduler;
-use quire_shared::redis_client::{RedisConnection, RedisPool};
+use quire_shared::publishing::{self, BROKER_UNAVAILABLE, Batch, MALFORMED_MESSAGE, Pusher};
+use quire_shared::redis_client::RedisPool;
 use quire_shared::retry::{Backoff, ReconnectBackoff};
 use quire_shared::scheduling::Limits;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// Safe text stored on an event whose push failed (no addresses, no Redis error text).
-const BROKER_UNAVAILABLE: &str = "the broker did not accept the message";
-const MALFORMED_MESSAGE: &str = "the stored message could not be read";
-
 pub struct Publisher {
     id: String,
     pool: PgPool,
-    redis: RedisPool,
-    /// The connection of the last successful push, kept for the next one: every pool
-    /// checkout sends UNWATCH and PING first, a round trip on the path of every job.
-    pushing: Mutex<Option<RedisConnection>>,
+    /// Pushes on a kept connection (`publishing::Pusher`).
+    pusher: Pusher,
     namespace: String,
     limits: Limits,
     /// `scheduling.max_running_per_tenant`: a tenant's cap unless it sets its own.
@@ -57,8 +50,7 @@ impl Publisher {
         Self {
             id: format!("dispatcher-{}", Uuid::new_v4().simple()),
             pool,
-            redis,
-            pushing: Mutex::new(None),
+            pusher: Pusher::new(redis),
             namespace: settings.redis.namespace.clone(),
             limits: Limits::from_settings(settings),
             default_cap: settings.scheduling.max_running_per_tenant,
@@ -129,7 +121,11 @@ impl Publisher {
         } else {
             Round::Idle
         };
-        let (pipeline, published, malformed) = self.build_pipeline(&events);
+        let Batch {
+            pipeline,
+            published,
+            malformed,
+        } = publishing::batch(&self.namespace, &events, self.event_backoff.max);
         if !malformed.is_empty() {
             // In the round's transaction: set aside with the claims they came with.
             if let Err(error) =
@@ -145,8 +141,10 @@ impl Publisher {
                 .context("failed to commit the round")?;
             return Ok(next);
         }
-        let (committed, pushed) =
-            tokio::join!(scheduler::commit_round(&mut conn), self.push(&pipeline));
+        let (committed, pushed) = tokio::join!(
+            scheduler::commit_round(&mut conn),
+            self.pusher.push(&pipeline)
+        );
         // A claim that did not commit is `PENDING` again, and the next round publishes it
         // anew: a message this push delivered becomes a duplicate, which a worker's
         // claim refuses (DESIGN §4: the claim matches the job's current event).
@@ -178,97 +176,9 @@ impl Publisher {
                     .await
                     .context("failed to return unpublished events")?;
                 metrics::counter!(quire_shared::metrics::PUBLISH_FAILURES).increment(1);
-                Err(error)
+                Err(anyhow::Error::from(error).context("redis did not take the pipeline"))
             }
         }
-    }
-
-    /// Sends the pipeline on the kept connection; if that fails (Redis restarted, the
-    /// socket died), once more on a fresh one from the pool, which checks it first. A
-    /// push the broken connection half delivered is then repeated: a duplicate message
-    /// is harmless (the worker's claim matches the job's current event).
-    async fn push(&self, pipeline: &redis::Pipeline) -> anyhow::Result<()> {
-        let kept = self
-            .pushing
-            .lock()
-            .map(|mut kept| kept.take())
-            .ok()
-            .flatten();
-        if let Some(mut conn) = kept {
-            match pipeline.query_async::<()>(&mut conn).await {
-                Ok(()) => {
-                    self.keep(conn);
-                    return Ok(());
-                }
-                Err(error) => {
-                    tracing::debug!(%error, "kept redis connection failed, pushing on a fresh one");
-                }
-            }
-        }
-        let mut conn = self.redis.get().await.context("no redis connection")?;
-        pipeline
-            .query_async::<()>(&mut conn)
-            .await
-            .context("redis refused the pipeline")?;
-        self.keep(conn);
-        Ok(())
-    }
-
-    fn keep(&self, conn: RedisConnection) {
-        if let Ok(mut kept) = self.pushing.lock() {
-            *kept = Some(conn);
-        }
-    }
-
-    /// One push per event, in due order, in one pipeline.
-    fn build_pipeline(
-        &self,
-        events: &[ClaimedEvent],
-    ) -> (redis::Pipeline, Vec<Published>, Vec<Retry>) {
-        let mut pipeline = redis::pipe();
-        let mut published = Vec::with_capacity(events.len());
-        let mut malformed = Vec::new();
-        for event in events {
-            let message = serde_json::from_value::<EventMessage>(event.message.clone())
-                .ok()
-                .and_then(|message| {
-                    let task_id = Uuid::now_v7();
-                    tracing::debug!(
-                        event_id = %event.id,
-                        job_id = %event.job_id,
-                        request_id = message.request_id.as_deref().unwrap_or_default(),
-                        "publishing event"
-                    );
-                    // Stamped with the database time of the claim, not this host's
-                    // clock: lost-message recovery compares it with `published_at`,
-                    // which the database sets after the push.
-                    let wire = WireMessage::publish(message, task_id, event.claimed_at);
-                    serde_json::to_string(&wire)
-                        .ok()
-                        .map(|text| (task_id, text))
-                });
-            match message {
-                Some((task_id, text)) => {
-                    broker::push(
-                        &mut pipeline,
-                        &broker::queue_key(&self.namespace, &event.queue),
-                        &text,
-                    );
-                    published.push(Published {
-                        event_id: event.id,
-                        task_id,
-                    });
-                }
-                None => {
-                    tracing::error!(event_id = %event.id, job_id = %event.job_id, "outbox event has a malformed message");
-                    malformed.push(Retry {
-                        event_id: event.id,
-                        delay: self.event_backoff.max,
-                    });
-                }
-            }
-        }
-        (pipeline, published, malformed)
     }
 }
 

@@ -476,6 +476,12 @@ pub struct SchedulingSettings {
     /// A tenant's running plus in-flight jobs at most, unless `tenants.max_running_jobs`
     /// says otherwise.
     pub max_running_per_tenant: i64,
+    /// The express path: a process that records an interactive job while its queue has
+    /// no backlog (nothing due waits, in flight below `in_flight_per_queue`, the tenant
+    /// below its cap, nothing paused) claims the job's event in the same statement and
+    /// publishes it itself after the commit, a dispatcher's round off the job's path.
+    /// With a backlog the dispatchers' fair scheduler decides, as always.
+    pub express: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -952,6 +958,7 @@ mod tests {
     fn scheduling_settings_are_checked() {
         let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
         assert_eq!(defaults.scheduling.max_running_per_tenant, 64);
+        assert!(defaults.scheduling.express);
         assert_eq!(defaults.scheduling.bulk_share_percent, 20);
         for (key, value) in [
             ("QUIRE__SCHEDULING__BULK_SHARE_PERCENT", "0"),

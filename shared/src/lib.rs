@@ -17,6 +17,7 @@ pub mod pause_gauges;
 pub mod permissions;
 pub mod probe_listener;
 pub mod process;
+pub mod publishing;
 pub mod queue_state;
 pub mod redis_client;
 pub mod retry;

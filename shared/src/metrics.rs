@@ -27,6 +27,9 @@ pub const FINISH_BATCH_SIZE: &str = "quire_finish_batch_size";
 pub const PUBLISH_BATCH_SIZE: &str = "quire_publish_batch_size";
 pub const PUBLISH_FAILURES: &str = "quire_publish_failures_total";
 pub const EVENTS_PUBLISHED: &str = "quire_events_published_total";
+/// Events the process that recorded them published itself (the express path), a part of
+/// `EVENTS_PUBLISHED`.
+pub const EVENTS_EXPRESS: &str = "quire_events_published_express_total";
 pub const RESCUES: &str = "quire_rescued_jobs_total";
 pub const REPUBLISHED: &str = "quire_lost_messages_republished_total";
 /// Label `job_type`: lost-message passes that skipped a list whose oldest message does

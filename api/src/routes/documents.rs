@@ -1,5 +1,7 @@
 //! Upload and read documents.
 
+use std::sync::{Arc, Mutex};
+
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::FutureExt;
@@ -8,6 +10,8 @@ use quire_shared::actions::idempotency::RequestDigest;
 use quire_shared::db::documents;
 use quire_shared::db::intake::Recorded;
 use quire_shared::db::labels;
+use quire_shared::db::outbox::ClaimedEvent;
+use quire_shared::publishing::Express;
 use uuid::Uuid;
 
 use crate::auth::{DocumentReader, DocumentWriter};
@@ -21,8 +25,9 @@ use crate::views::{DocumentView, JobView, ProblemView, UploadForm, UploadView};
 /// `POST /api/documents`: store the file, then record the document, its version, an
 /// `analyze-document` job and its outbox event in ONE statement, which re-checks that the
 /// tenant still takes the write (a reset or deletion while the body was on its way
-/// refuses it, and the stored file is removed). Redis is not involved: an upload
-/// succeeds while Redis is down.
+/// refuses it, and the stored file is removed). Redis is not on the way: an upload
+/// succeeds while Redis is down. (When its queue has no backlog the event is born
+/// claimed by this process, which publishes it after answering: the express path.)
 #[utoipa::path(
     post, path = "/api/documents", tag = "documents", operation_id = "upload_document",
     params(("Idempotency-Key" = Option<String>, Header, description = idempotency::HEADER_DESCRIPTION)),
@@ -77,21 +82,31 @@ pub async fn upload(
     let document_caller = state.document_caller(&caller);
     let reject_duplicates = state.settings.server.reject_duplicate_uploads;
     let store = state.store.clone();
-    upload::record_once(&state, keyed, &object, move |conn| {
+    let express = state.express.clone();
+    // The event the intake claimed for the express path, published once the upload has
+    // committed (the work may run inside the idempotency key's transaction).
+    let announce = Arc::new(Mutex::new(None));
+    let claimed = Arc::clone(&announce);
+    let answer = upload::record_once(&state, keyed, &object, move |conn| {
         async move {
             let Recorded {
                 document,
                 version,
                 job,
                 holds,
+                announce,
             } = document_actions::upload(
                 conn,
                 store.as_ref(),
                 &document_caller,
                 stored,
                 reject_duplicates,
+                express.as_deref().map(Express::claim),
             )
             .await?;
+            if let (Some(event), Ok(mut claimed)) = (announce, claimed.lock()) {
+                *claimed = Some(event);
+            }
             let location = format!("/api/documents/{}", document.id);
             Ok(Answer::json(
                 StatusCode::CREATED,
@@ -104,7 +119,20 @@ pub async fn upload(
         }
         .boxed()
     })
-    .await
+    .await?;
+    publish_express(&state, &announce);
+    Ok(answer)
+}
+
+/// Publishes, beside the answer and never in its way, the event an upload's intake
+/// claimed for the express path, now that it has committed. (A claim whose transaction
+/// failed after the intake statement leaves nothing here: the route answered an error,
+/// and a claim that did commit expires into claim recovery.)
+fn publish_express(state: &AppState, announce: &Mutex<Option<ClaimedEvent>>) {
+    let event = announce.lock().ok().and_then(|mut event| event.take());
+    if let (Some(event), Some(express)) = (event, state.express.clone()) {
+        actix_web::rt::spawn(async move { express.publish(event).await });
+    }
 }
 
 /// `GET /api/documents/{id}`.

@@ -77,7 +77,7 @@ async fn an_intake_batch_returns_exactly_the_rows_it_stored() {
     let intakes: Vec<_> = (0..3).map(|i| new_intake(app.tenant_id, i)).collect();
     let mut conn = app.pool.get().await.expect("connection");
 
-    let recorded = intake::record(&mut conn, &tenant(&app), &intakes)
+    let recorded = intake::record(&mut conn, &tenant(&app), &intakes, None)
         .await
         .expect("record")
         .expect("the tenant takes it");
@@ -114,7 +114,7 @@ async fn an_intake_whose_job_names_another_document_writes_nothing() {
     let mut conn = app.pool.get().await.expect("connection");
 
     assert!(
-        intake::record(&mut conn, &tenant(&app), &intakes)
+        intake::record(&mut conn, &tenant(&app), &intakes, None)
             .await
             .is_err()
     );
@@ -131,10 +131,15 @@ async fn an_intake_whose_job_names_another_document_writes_nothing() {
 async fn a_batch_enqueue_skips_jobs_whose_equivalent_is_active() {
     let app = TestApp::spawn().await;
     let mut conn = app.pool.get().await.expect("connection");
-    let recorded = intake::record(&mut conn, &tenant(&app), &[new_intake(app.tenant_id, 0)])
-        .await
-        .expect("record")
-        .expect("the tenant takes it");
+    let recorded = intake::record(
+        &mut conn,
+        &tenant(&app),
+        &[new_intake(app.tenant_id, 0)],
+        None,
+    )
+    .await
+    .expect("record")
+    .expect("the tenant takes it");
     let document = &recorded[0].document;
     let stored_version = recorded[0].version.id;
     let other_version = Uuid::now_v7();
@@ -217,7 +222,7 @@ async fn race_identical_uploads(app: &TestApp, sha256: &str) {
         racers.push(tokio::spawn(async move {
             barrier.wait().await;
             if index.is_multiple_of(2) {
-                return match intake::record_new_content(&mut conn, &tenant, &intake)
+                return match intake::record_new_content(&mut conn, &tenant, &intake, None)
                     .await
                     .expect("record")
                 {
@@ -237,7 +242,7 @@ async fn race_identical_uploads(app: &TestApp, sha256: &str) {
                 if let Some(existing) = found {
                     return Ok(Raced::SameContent(existing));
                 }
-                let recorded = intake::record(conn, &tenant, std::slice::from_ref(&intake))
+                let recorded = intake::record(conn, &tenant, std::slice::from_ref(&intake), None)
                     .await?
                     .expect("the tenant takes it");
                 Ok(Raced::Recorded(recorded[0].document.id))
@@ -292,12 +297,12 @@ async fn the_duplicate_rule_of_one_statement_ignores_trashed_documents() {
         intake.document.sha256 = sha256.clone();
         intake
     };
-    let first = intake::record_new_content(&mut conn, &tenant(&app), &with_bytes(0))
+    let first = intake::record_new_content(&mut conn, &tenant(&app), &with_bytes(0), None)
         .await
         .expect("record")
         .expect("new bytes record");
     let refused = with_bytes(1);
-    let answer = intake::record_new_content(&mut conn, &tenant(&app), &refused)
+    let answer = intake::record_new_content(&mut conn, &tenant(&app), &refused, None)
         .await
         .expect("record");
     assert_eq!(
@@ -314,7 +319,7 @@ async fn the_duplicate_rule_of_one_statement_ignores_trashed_documents() {
         .execute(&mut conn)
         .await
         .expect("trash");
-    let again = intake::record_new_content(&mut conn, &tenant(&app), &with_bytes(2))
+    let again = intake::record_new_content(&mut conn, &tenant(&app), &with_bytes(2), None)
         .await
         .expect("record");
     assert!(
@@ -332,12 +337,12 @@ async fn an_intake_answers_with_the_holds_a_separate_read_sees() {
     let record = async |conn: &mut diesel_async::AsyncPgConnection, index, rule: bool| {
         let intake = new_intake(app.tenant_id, index);
         let recorded = if rule {
-            intake::record_new_content(conn, &tenant(&app), &intake)
+            intake::record_new_content(conn, &tenant(&app), &intake, None)
                 .await
                 .expect("record")
                 .expect("new bytes record")
         } else {
-            intake::record(conn, &tenant(&app), &[intake])
+            intake::record(conn, &tenant(&app), &[intake], None)
                 .await
                 .expect("record")
                 .expect("the tenant takes it")

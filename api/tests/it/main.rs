@@ -10,6 +10,7 @@ mod documents_api;
 mod enqueue_limit;
 mod etags;
 mod events;
+mod express;
 mod fair_share;
 mod faults;
 mod finish_races;

@@ -156,7 +156,7 @@ impl QuirePass<'_> {
             tenant_id: self.tenant_id,
             generation: None,
         };
-        let recorded = intake::record(&mut conn, &tenant, &intakes).await??;
+        let recorded = intake::record(&mut conn, &tenant, &intakes, None).await??;
         let at = OffsetDateTime::now_utc();
         let committed: Vec<Committed> = recorded
             .into_iter()

@@ -138,6 +138,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
         tenant_id: backlog_tenant.id,
         workload: Workload::Noop,
         file_size: args.file_size,
+        express: None,
     };
     let backlog_enqueue_seconds = backlog::enqueue(&mut conn, &backlog_bench, args.backlog).await?;
     if counting {
@@ -211,6 +212,7 @@ async fn log_plans_beside_a_trickle(
         tenant_id: tenant.id,
         workload: Workload::Noop,
         file_size: 0,
+        express: None,
     };
     statements::log_plans(conn, true).await?;
     let count = (seconds as f64 * TRICKLE_RATE) as usize;

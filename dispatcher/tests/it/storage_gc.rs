@@ -111,12 +111,17 @@ async fn uploaded(world: &World, store: &dyn ObjectStore) -> (StorageKey, Record
 /// Commits the rows naming the object already stored under `key`.
 async fn record(world: &World, key: &StorageKey) -> Recorded {
     let mut conn = world.pool.get().await.expect("connection");
-    intake::record(&mut conn, &tenant_write(world), &[intake(world, key, 20)])
-        .await
-        .expect("record")
-        .expect("the tenant takes the write")
-        .pop()
-        .expect("one document")
+    intake::record(
+        &mut conn,
+        &tenant_write(world),
+        &[intake(world, key, 20)],
+        None,
+    )
+    .await
+    .expect("record")
+    .expect("the tenant takes the write")
+    .pop()
+    .expect("one document")
 }
 
 /// The analyze job of `recorded`, claimed as a worker claims it: the run's fence.
@@ -217,7 +222,7 @@ async fn each_kind_of_orphan_is_collected_and_every_named_object_survives() {
         let tenant = tenant_write(&world);
         let outcome = conn
             .transaction::<(), DbError, _>(async |conn| {
-                intake::record(conn, &tenant, &intakes)
+                intake::record(conn, &tenant, &intakes, None)
                     .await?
                     .expect("the tenant takes the write");
                 Err(DbError::Build("the process dies before commit".to_owned()))
@@ -476,7 +481,7 @@ async fn a_row_committed_between_the_check_and_the_delete_keeps_its_object() {
             let done: tokio::sync::oneshot::Sender<()> =
                 requests.recv().await.expect("the gc deletes the first");
             let mut conn = pool.get().await.expect("connection");
-            intake::record(&mut conn, &tenant, &[rows])
+            intake::record(&mut conn, &tenant, &[rows], None)
                 .await
                 .expect("record")
                 .expect("the tenant takes the write");

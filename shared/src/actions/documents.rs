@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{ActionError, hold_tenant};
 use crate::db::documents::{self, Document, DocumentEdit, DocumentVersion, IfMatch, NewDocument};
-use crate::db::intake::{self, NewIntake, NotRecorded, Recorded};
+use crate::db::intake::{self, ExpressClaim, NewIntake, NotRecorded, Recorded};
 use crate::db::jobs::{self, Job, NewJob, Priority};
 use crate::db::labels::{self, Labels};
 use crate::db::tenants::{TenantLock, TenantWrite};
@@ -338,15 +338,18 @@ pub struct StoredUpload {
 /// same statement applies the duplicate rule: the same bytes twice in a tenant answer
 /// `duplicate_document` with the existing id). The answer carries what holds the job.
 /// The title defaults to the filename, then `Untitled`. When nothing is recorded the
-/// object is removed at once: nothing points at it.
+/// object is removed at once: nothing points at it. With `express`, the job's event may
+/// be born claimed by the caller's process (`Recorded::announce`): the caller publishes
+/// it once the upload has committed (`publishing::Express::publish`).
 pub async fn upload(
     conn: &mut AsyncPgConnection,
     store: &dyn ObjectStore,
     caller: &DocumentCaller,
     stored: StoredUpload,
     reject_duplicates: bool,
+    express: Option<ExpressClaim<'_>>,
 ) -> Result<Recorded, ActionError> {
-    let recorded = record_upload(conn, caller, &stored, reject_duplicates).await;
+    let recorded = record_upload(conn, caller, &stored, reject_duplicates, express).await;
     match &recorded {
         Ok(recorded) => tracing::info!(
             document_id = %recorded.document.id,
@@ -398,6 +401,7 @@ async fn record_upload(
     caller: &DocumentCaller,
     stored: &StoredUpload,
     reject_duplicates: bool,
+    express: Option<ExpressClaim<'_>>,
 ) -> Result<Recorded, ActionError> {
     let document_id = Uuid::now_v7();
     let title = stored
@@ -436,13 +440,13 @@ async fn record_upload(
     // One statement either way, atomic on its own (tenant check and, with the duplicate
     // rule, its lock included): no transaction needed.
     if reject_duplicates {
-        return match intake::record_new_content(conn, &tenant, &intake).await? {
+        return match intake::record_new_content(conn, &tenant, &intake, express).await? {
             Ok(recorded) => Ok(recorded),
             Err(NotRecorded::SameContent(existing)) => Err(duplicate_document(existing)),
             Err(NotRecorded::Refused(refused)) => Err(refused.into()),
         };
     }
-    intake::record(conn, &tenant, std::slice::from_ref(&intake))
+    intake::record(conn, &tenant, std::slice::from_ref(&intake), express)
         .await??
         .into_iter()
         .next()

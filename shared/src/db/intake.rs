@@ -23,6 +23,7 @@ use uuid::Uuid;
 use super::DbError;
 use super::documents::{Document, DocumentVersion, NewDocument};
 use super::jobs::{Job, NewJob, enqueue_ctes};
+use super::outbox::ClaimedEvent;
 use super::pauses::{Holds, paused_queues_sql};
 use super::prepared::Prepared;
 use super::tenants::{Refused, TenantWrite};
@@ -46,6 +47,22 @@ pub struct Recorded {
     /// What holds the tenant's queued jobs, read by the same statement (as
     /// `pauses::holds` would have read it at that instant).
     pub holds: Holds,
+    /// The job's event, when the statement claimed it for the express path: the caller
+    /// publishes it once the intake has committed (`publishing::Express::publish`).
+    pub announce: Option<ClaimedEvent>,
+}
+
+/// What an intake needs to claim its own event for the express path
+/// (`publishing::Express`, docs/decisions.md "The express path"): the claiming process
+/// and the scheduler's bounds it must stay within.
+#[derive(Debug, Clone, Copy)]
+pub struct ExpressClaim<'a> {
+    /// `claimed_by` of the event: the process that publishes it after the commit.
+    pub claimer: &'a str,
+    /// `scheduling.in_flight_per_queue`.
+    pub in_flight_per_queue: i64,
+    /// `scheduling.max_running_per_tenant`: a tenant's cap unless it sets its own.
+    pub default_cap: i64,
 }
 
 #[derive(QueryableByName)]
@@ -66,6 +83,9 @@ struct RecordedAt {
     tenant_paused: bool,
     #[diesel(sql_type = Array<Text>)]
     paused_queues: Vec<String>,
+    /// The event was born `PUBLISHING`, claimed for the express path.
+    #[diesel(sql_type = Bool)]
+    announcing: bool,
 }
 
 /// Why an intake under the duplicate rule wrote nothing.
@@ -104,12 +124,16 @@ struct Columns<'a> {
 /// of that transaction. Every intake must be of `tenant`; when the tenant does not take
 /// the write (`TenantWrite::admits`, state `active`) nothing is written and the answer is
 /// `Refused`. Returns the rows as stored, in input order. Never touches Redis.
+///
+/// With `express`, a lone interactive intake whose queue has no backlog is born claimed
+/// by that process instead (`Recorded::announce`), and no NOTIFY is sent for it.
 pub async fn record<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
     tenant: &TenantWrite,
     intakes: &[NewIntake<J>],
+    express: Option<ExpressClaim<'_>>,
 ) -> Result<Result<Vec<Recorded>, Refused>, DbError> {
-    match write(conn, tenant, intakes, None).await? {
+    match write(conn, tenant, intakes, None, express).await? {
         Ok(recorded) => Ok(Ok(recorded)),
         Err(NotRecorded::Refused(refused)) => Ok(Err(refused)),
         Err(NotRecorded::SameContent(_)) => Err(DbError::Build(
@@ -129,9 +153,18 @@ pub async fn record_new_content<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
     tenant: &TenantWrite,
     intake: &NewIntake<J>,
+    express: Option<ExpressClaim<'_>>,
 ) -> Result<Result<Recorded, NotRecorded>, DbError> {
     let same_content = Some(intake.document.sha256.as_str());
-    match write(conn, tenant, std::slice::from_ref(intake), same_content).await? {
+    match write(
+        conn,
+        tenant,
+        std::slice::from_ref(intake),
+        same_content,
+        express,
+    )
+    .await?
+    {
         Ok(recorded) => recorded
             .into_iter()
             .next()
@@ -142,12 +175,14 @@ pub async fn record_new_content<J: BackgroundJob>(
 }
 
 /// The statement of [`record`] and [`record_new_content`]: with `same_content`, nothing
-/// is written when a live document of the tenant has those bytes.
+/// is written when a live document of the tenant has those bytes; with `express`, the
+/// event of a lone interactive intake is born claimed when its queue has no backlog.
 async fn write<J: BackgroundJob>(
     conn: &mut AsyncPgConnection,
     tenant: &TenantWrite,
     intakes: &[NewIntake<J>],
     same_content: Option<&str>,
+    express: Option<ExpressClaim<'_>>,
 ) -> Result<Result<Vec<Recorded>, NotRecorded>, DbError> {
     if intakes.is_empty() {
         return Ok(Ok(Vec::new()));
@@ -190,12 +225,20 @@ async fn write<J: BackgroundJob>(
     // with the state `active`, and without it `i` is empty and nothing is written.
     // `same` applies the duplicate rule when `$19` names the bytes; `held` reads it in a
     // one-time filter, so its advisory lock is taken before the tenant row's lock.
+    // `express` (only when `$20` names a claimer) is the scheduler's rule for one event,
+    // read as a round would read it (`db::scheduler::read_state`, `scheduling::plan`):
+    // an interactive job alone in its statement, nothing paused, no due event waiting in
+    // its queue (else the fair scheduler decides), the queue's in-flight messages below
+    // `in_flight_per_queue` and the tenant's running plus in-flight jobs below its cap.
+    // Each count reads one partial index whole (running, in flight, publishing: each
+    // bounded by the slots and the per-queue bounds), never a tenant's history.
     let row = diesel::sql_query(concat!(
         "WITH same AS MATERIALIZED ( \
              SELECT CASE WHEN $19::text IS NULL THEN NULL \
                          ELSE quire_same_content($16, $19::text) END AS existing), \
          held AS ( \
-             SELECT status, generation, processing_paused_at IS NOT NULL AS paused \
+             SELECT status, generation, processing_paused_at IS NOT NULL AS paused, \
+                 max_running_jobs \
              FROM tenants \
              WHERE id = $16 AND (SELECT true FROM same) FOR SHARE), \
          i AS ( \
@@ -208,6 +251,30 @@ async fn write<J: BackgroundJob>(
              WHERE EXISTS (SELECT 1 FROM held WHERE status = 'active' \
                  AND ($17::int8 IS NULL OR generation = $17::int8)) \
                AND NOT EXISTS (SELECT 1 FROM same WHERE existing IS NOT NULL)), \
+         express AS MATERIALIZED ( \
+             SELECT $20::text AS claimer \
+             WHERE $20::text IS NOT NULL AND cardinality($10::uuid[]) = 1 \
+               AND ($18::text[])[1] = 'interactive' \
+               AND EXISTS (SELECT 1 FROM i) \
+               AND NOT EXISTS (SELECT 1 FROM held WHERE paused) \
+               AND NOT EXISTS (SELECT 1 FROM queue_pauses AS p WHERE p.queue = ($11::text[])[1]) \
+               AND NOT EXISTS (SELECT 1 FROM outbox_events AS e \
+                               WHERE e.status = 'PENDING' AND e.queue = ($11::text[])[1] \
+                                 AND e.next_attempt_at <= now()) \
+               AND (SELECT count(*) FILTER (WHERE e.queue = ($11::text[])[1]) \
+                    FROM outbox_events AS e WHERE e.status = 'PUBLISHING') \
+                 + (SELECT count(*) FILTER (WHERE j.job_type = ($11::text[])[1]) \
+                    FROM processing_jobs AS j \
+                    WHERE j.status = 'QUEUED' AND j.announced_event_id = j.current_event_id) \
+                 < $21::int8 \
+               AND (SELECT count(*) FILTER (WHERE j.tenant_id = $16) \
+                    FROM processing_jobs AS j WHERE j.status = 'RUNNING') \
+                 + (SELECT count(*) FILTER (WHERE e.tenant_id = $16) \
+                    FROM outbox_events AS e WHERE e.status = 'PUBLISHING') \
+                 + (SELECT count(*) FILTER (WHERE j.tenant_id = $16) \
+                    FROM processing_jobs AS j \
+                    WHERE j.status = 'QUEUED' AND j.announced_event_id = j.current_event_id) \
+                 < COALESCE((SELECT max_running_jobs::int8 FROM held), $22::int8)), \
          document AS ( \
              INSERT INTO documents (id, tenant_id, title, status, current_version_id) \
              SELECT document_id, tenant_id, title, 'PENDING', version_id FROM i), \
@@ -223,7 +290,10 @@ async fn write<J: BackgroundJob>(
              (SELECT existing FROM same) AS same_content, \
              COALESCE((SELECT paused FROM held), false) AS tenant_paused, ",
         paused_queues_sql!(),
-        " AS paused_queues, pg_notify('quire_outbox', '') AS notified"
+        " AS paused_queues, \
+             EXISTS (SELECT 1 FROM express) AS announcing, \
+             (SELECT count(pg_notify('quire_outbox', '')) FROM (SELECT 1) AS one \
+              WHERE NOT EXISTS (SELECT 1 FROM express)) AS notified"
     ))
     .bind::<Array<SqlUuid>, _>(&columns.document_ids)
     .bind::<Array<SqlUuid>, _>(&columns.tenant_ids)
@@ -244,6 +314,9 @@ async fn write<J: BackgroundJob>(
     .bind::<Nullable<Int8>, _>(tenant.generation)
     .bind::<Array<Text>, _>(&columns.priorities)
     .bind::<Nullable<Text>, _>(same_content)
+    .bind::<Nullable<Text>, _>(express.map(|express| express.claimer))
+    .bind::<Int8, _>(express.map_or(0, |express| express.in_flight_per_queue))
+    .bind::<Int8, _>(express.map_or(0, |express| express.default_cap))
     .prepared()
     .get_result::<RecordedAt>(conn)
     .await?;
@@ -296,6 +369,14 @@ async fn write<J: BackgroundJob>(
                 at,
             ),
             holds: holds.clone(),
+            announce: row.announcing.then(|| ClaimedEvent {
+                id: columns.event_ids[index],
+                job_id: columns.job_ids[index],
+                queue: J::JOB_TYPE.to_owned(),
+                message: columns.messages[index].clone(),
+                publish_attempts: 0,
+                claimed_at: at,
+            }),
         });
     }
     Ok(Ok(recorded))

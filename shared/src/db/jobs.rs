@@ -181,7 +181,10 @@ pub async fn enqueue<J: BackgroundJob>(
 
 /// The part of an enqueue statement that writes the jobs and their outbox events, from
 /// a CTE `i` with the columns `job_id, tenant_id, document_id, job_type, payload,
-/// max_attempts, event_id, message, priority`; `event` returns the `job_id` of each job written.
+/// max_attempts, event_id, message, priority`, and a CTE `express` of at most one row
+/// with the column `claimer`: a row means the events are born `PUBLISHING`, claimed by
+/// that process for the express path (`db::intake::ExpressClaim`), no row `PENDING`;
+/// `event` returns the `job_id` of each job written.
 /// A macro so that each statement stays one constant string (prepared once).
 macro_rules! enqueue_ctes {
     () => {
@@ -194,10 +197,12 @@ macro_rules! enqueue_ctes {
              RETURNING id), \
          event AS ( \
              INSERT INTO outbox_events \
-                 (id, job_id, tenant_id, queue, message, status, next_attempt_at, priority) \
-             SELECT i.event_id, i.job_id, i.tenant_id, i.job_type, i.message, 'PENDING', now(), \
-                 i.priority \
-             FROM i JOIN job ON job.id = i.job_id \
+                 (id, job_id, tenant_id, queue, message, status, next_attempt_at, priority, \
+                  claimed_at, claimed_by) \
+             SELECT i.event_id, i.job_id, i.tenant_id, i.job_type, i.message, \
+                 CASE WHEN x.claimer IS NULL THEN 'PENDING' ELSE 'PUBLISHING' END, now(), \
+                 i.priority, CASE WHEN x.claimer IS NULL THEN NULL ELSE now() END, x.claimer \
+             FROM i JOIN job ON job.id = i.job_id LEFT JOIN express AS x ON true \
              RETURNING job_id)"
     };
 }
@@ -291,7 +296,8 @@ pub async fn enqueue_many<J: BackgroundJob>(
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], \
                  $6::int4[], $7::uuid[], $8::jsonb[], $9::text[]) \
              AS i(job_id, tenant_id, document_id, job_type, payload, max_attempts, event_id, \
-                 message, priority)), ",
+                 message, priority)), \
+         express AS (SELECT NULL::text AS claimer WHERE false), ",
         enqueue_ctes!(),
         " SELECT job_id, pg_notify('quire_outbox', '') AS notified FROM event"
     ))

@@ -95,8 +95,13 @@ pub async fn mark_published(
         // whose dead entries a bitmap scan visits again on every call (1 ms of a batch
         // while a backlog drains; see `scheduler::begin_round`). Every guard on a row
         // found by key is written `IS NOT DISTINCT FROM` (the `db` module's "Lookups
-        // by key").
-        "WITH held AS ( \
+        // by key"). `relaxed` commits it asynchronously from any session, as the
+        // dispatcher's sessions commit everything (docs/decisions.md, "Dispatcher"): a
+        // crash that undoes it leaves the claim, which the claim timeout returns and a
+        // round publishes again (a duplicate the worker's claim refuses). The express
+        // path marks from the API's sessions, whose commits wait for the WAL.
+        "WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)), \
+         held AS ( \
              SELECT id FROM outbox_events WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
          marked AS ( \
              UPDATE outbox_events AS e \
@@ -116,7 +121,7 @@ pub async fn mark_published(
              WHERE j.id = m.job_id AND j.id IN (SELECT id FROM locked) \
                AND j.status IS NOT DISTINCT FROM 'QUEUED' AND j.current_event_id = m.id \
              RETURNING j.id) \
-         SELECT count(*) AS count FROM marked",
+         SELECT count(*) AS count FROM marked CROSS JOIN relaxed",
     )
     .bind::<Array<SqlUuid>, _>(ids)
     .bind::<Array<SqlUuid>, _>(task_ids)

@@ -252,7 +252,7 @@ async fn uploaded_document(world: &World, conn: &mut AsyncPgConnection) -> (Uuid
         tenant_id: world.tenant_id,
         generation: None,
     };
-    let recorded = intake::record(conn, &tenant, &[intake])
+    let recorded = intake::record(conn, &tenant, &[intake], None)
         .await
         .expect("record")
         .expect("the tenant takes the write")
