@@ -151,6 +151,13 @@ fn write_file(
     }
 }
 
+/// The largest object [`LocalStore::digest`] reads on the async thread: one read step.
+/// From the page cache, with the CPU's SHA-256 instructions (sha2 detects them at run
+/// time), that is some 40 µs, within the 100 µs a task may run between two awaits; a
+/// cold read or a CPU without them costs a few times that, still less than a blocked
+/// slot waiting for a blocking thread to wake.
+const INLINE_DIGEST_MAX: u64 = DIGEST_STEP as u64;
+
 fn digest_file(path: &Path) -> Result<Digested, StorageError> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
@@ -283,9 +290,15 @@ impl ObjectStore for LocalStore {
     }
 
     /// In one blocking task: open, read and hash (the streaming default would hop to a
-    /// blocking thread for the open and for every read).
+    /// blocking thread for the open and for every read). An object of at most
+    /// [`INLINE_DIGEST_MAX`] bytes (one read) is read and hashed on the calling thread
+    /// instead: that takes less than the hop to an idle blocking thread and back
+    /// (docs/benchmarks.md, "Where commit → finish goes").
     async fn digest(&self, key: &StorageKey) -> Result<Digested, StorageError> {
         let path = self.path(key);
+        if std::fs::metadata(&path).is_ok_and(|meta| meta.len() <= INLINE_DIGEST_MAX) {
+            return digest_file(&path);
+        }
         tokio::task::spawn_blocking(move || digest_file(&path))
             .await
             .map_err(|error| std::io::Error::other(format!("digest task stopped: {error}")))?
