@@ -127,11 +127,9 @@ impl Bench {
                 let recorded = intake::record(conn, &tenant, &intakes, claim).await??;
                 // Committed (the statement ran on its own): publish what it claimed, as
                 // the API does after an upload, beside the next enqueue.
-                for event in recorded
-                    .iter()
-                    .filter_map(|recorded| recorded.announce.clone())
-                {
-                    if let Some(express) = self.express.clone() {
+                if let Some(express) = &self.express {
+                    for event in recorded.iter().filter_map(|r| r.announce.clone()) {
+                        let express = Arc::clone(express);
                         tokio::spawn(async move { express.publish(event).await });
                     }
                 }

@@ -55,10 +55,7 @@ impl Publisher {
             limits: Limits::from_settings(settings),
             default_cap: settings.scheduling.max_running_per_tenant,
             poll_interval: dispatcher.poll_interval(),
-            event_backoff: Backoff::new(
-                Duration::from_millis(dispatcher.publish_backoff_base_ms),
-                Duration::from_millis(dispatcher.publish_backoff_max_ms),
-            ),
+            event_backoff: publishing::event_backoff(settings),
         }
     }
 

@@ -85,6 +85,15 @@ pub fn batch(namespace: &str, events: &[ClaimedEvent], malformed_delay: Duration
     }
 }
 
+/// The backoff of an event whose push failed (`dispatcher.publish_backoff_*`), for every
+/// publisher alike.
+pub fn event_backoff(settings: &Settings) -> Backoff {
+    Backoff::new(
+        Duration::from_millis(settings.dispatcher.publish_backoff_base_ms),
+        Duration::from_millis(settings.dispatcher.publish_backoff_max_ms),
+    )
+}
+
 /// Pushes pipelines on one kept connection: every pool checkout sends UNWATCH and PING
 /// first, a round trip on the path of every job.
 pub struct Pusher {
@@ -157,10 +166,7 @@ impl Express {
             namespace: settings.redis.namespace.clone(),
             in_flight_per_queue: settings.scheduling.in_flight_per_queue,
             default_cap: settings.scheduling.max_running_per_tenant,
-            backoff: Backoff::new(
-                Duration::from_millis(settings.dispatcher.publish_backoff_base_ms),
-                Duration::from_millis(settings.dispatcher.publish_backoff_max_ms),
-            ),
+            backoff: event_backoff(settings),
             pusher: Pusher::new(redis),
             pool,
         })

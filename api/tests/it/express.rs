@@ -247,3 +247,31 @@ async fn a_failed_express_push_returns_the_event_to_the_dispatchers() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_at_its_cap_leaves_the_intake_to_the_scheduler() {
+    let app = TestApp::spawn().await;
+    let mut settings = app.context.settings.clone();
+    settings.scheduling.in_flight_per_queue = 64;
+    settings.scheduling.max_running_per_tenant = 1;
+    let express = express_on(&settings);
+
+    // One in flight (published, no worker): the tenant is at its cap of one.
+    let first = record(&app, &express).await;
+    express
+        .publish(first.announce.expect("below the cap"))
+        .await;
+    let second = record(&app, &express).await;
+    assert!(second.announce.is_none(), "the tenant is at its cap");
+    assert_eq!(event_of(&app, second.job.id).await.status, "PENDING");
+
+    // Another tenant of the same queue is below its own cap, but the queue now has a
+    // due event (the first tenant's): the fair scheduler decides for it too.
+    let (other, _) = app.add_tenant("tenant-b").await;
+    assert!(
+        record_in(&app, other, Some(&express))
+            .await
+            .announce
+            .is_none()
+    );
+}

@@ -230,8 +230,9 @@ async fn write<J: BackgroundJob>(
     // an interactive job alone in its statement, nothing paused, no due event waiting in
     // its queue (else the fair scheduler decides), the queue's in-flight messages below
     // `in_flight_per_queue` and the tenant's running plus in-flight jobs below its cap.
-    // Each count reads one partial index whole (running, in flight, publishing: each
-    // bounded by the slots and the per-queue bounds), never a tenant's history.
+    // Each of the three partial indexes (publishing, in flight, running: each bounded by
+    // the slots and the per-queue bounds) is read once, whole, for the queue's and the
+    // tenant's counts together; never a tenant's history.
     let row = diesel::sql_query(concat!(
         "WITH same AS MATERIALIZED ( \
              SELECT CASE WHEN $19::text IS NULL THEN NULL \
@@ -261,20 +262,19 @@ async fn write<J: BackgroundJob>(
                AND NOT EXISTS (SELECT 1 FROM outbox_events AS e \
                                WHERE e.status = 'PENDING' AND e.queue = ($11::text[])[1] \
                                  AND e.next_attempt_at <= now()) \
-               AND (SELECT count(*) FILTER (WHERE e.queue = ($11::text[])[1]) \
-                    FROM outbox_events AS e WHERE e.status = 'PUBLISHING') \
-                 + (SELECT count(*) FILTER (WHERE j.job_type = ($11::text[])[1]) \
-                    FROM processing_jobs AS j \
-                    WHERE j.status = 'QUEUED' AND j.announced_event_id = j.current_event_id) \
-                 < $21::int8 \
-               AND (SELECT count(*) FILTER (WHERE j.tenant_id = $16) \
-                    FROM processing_jobs AS j WHERE j.status = 'RUNNING') \
-                 + (SELECT count(*) FILTER (WHERE e.tenant_id = $16) \
-                    FROM outbox_events AS e WHERE e.status = 'PUBLISHING') \
-                 + (SELECT count(*) FILTER (WHERE j.tenant_id = $16) \
-                    FROM processing_jobs AS j \
-                    WHERE j.status = 'QUEUED' AND j.announced_event_id = j.current_event_id) \
-                 < COALESCE((SELECT max_running_jobs::int8 FROM held), $22::int8)), \
+               AND (SELECT p.queue + a.queue < $21::int8 \
+                           AND p.tenant + a.tenant + r.tenant \
+                               < COALESCE((SELECT max_running_jobs::int8 FROM held), $22::int8) \
+                    FROM (SELECT count(*) FILTER (WHERE e.queue = ($11::text[])[1]) AS queue, \
+                                 count(*) FILTER (WHERE e.tenant_id = $16) AS tenant \
+                          FROM outbox_events AS e WHERE e.status = 'PUBLISHING') AS p, \
+                         (SELECT count(*) FILTER (WHERE j.job_type = ($11::text[])[1]) AS queue, \
+                                 count(*) FILTER (WHERE j.tenant_id = $16) AS tenant \
+                          FROM processing_jobs AS j \
+                          WHERE j.status = 'QUEUED' \
+                            AND j.announced_event_id = j.current_event_id) AS a, \
+                         (SELECT count(*) FILTER (WHERE j.tenant_id = $16) AS tenant \
+                          FROM processing_jobs AS j WHERE j.status = 'RUNNING') AS r)), \
          document AS ( \
              INSERT INTO documents (id, tenant_id, title, status, current_version_id) \
              SELECT document_id, tenant_id, title, 'PENDING', version_id FROM i), \
