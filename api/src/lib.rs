@@ -53,6 +53,8 @@ pub struct Application {
     /// not wait for their clients.
     events: Arc<events::EventHub>,
     events_guard: tokio_util::sync::DropGuard,
+    /// Its marks are written before the process ends (`Express::flush`).
+    express: Option<Arc<quire_shared::publishing::Express>>,
 }
 
 impl Application {
@@ -122,7 +124,7 @@ impl Application {
             pool,
             store,
             redis,
-            express,
+            express: express.clone(),
             events: Arc::clone(&events),
         });
         let server = HttpServer::new(move || {
@@ -181,6 +183,7 @@ impl Application {
             admin_guard: admin_stop.drop_guard(),
             events,
             events_guard,
+            express,
         })
     }
 
@@ -209,6 +212,9 @@ impl Application {
         });
         tracing::info!(port = self.port, admin_port = ?self.admin_port, scheme = self.scheme, "api listening");
         let served = self.server.await.context("http server failed");
+        if let Some(express) = &self.express {
+            express.flush().await;
+        }
         drop(self.admin_guard);
         drop(self.events_guard);
         served

@@ -210,7 +210,7 @@ async fn b_round(
         let mut conn = pool.get().await?;
         measure::queued_at(&mut conn, &job_ids).await?
     };
-    let spans = wait_finished(pool, tenant_b, AnalyzeDocument::JOB_TYPE, &committed).await?;
+    let spans = wait_finished(pool, tenant_b, AnalyzeDocument::JOB_TYPE, &committed, None).await?;
     Ok(BRound {
         spans,
         uploads: job_ids.len(),
@@ -230,7 +230,7 @@ async fn a_round(
         committed.extend(enqueue_verify(&mut conn, tenant_a, chunk).await?);
     }
     drop(conn);
-    let spans = wait_finished(pool, tenant_a, VerifyDocument::JOB_TYPE, &committed).await?;
+    let spans = wait_finished(pool, tenant_a, VerifyDocument::JOB_TYPE, &committed, None).await?;
     Ok(ARound {
         spans,
         jobs: committed.len(),

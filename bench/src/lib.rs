@@ -159,7 +159,14 @@ async fn warm_up(
 ) -> anyhow::Result<()> {
     let prepared = bench.prepare(count).await?;
     let jobs = bench.enqueue(conn, 0..count, &prepared).await?;
-    wait_finished(pool, bench.tenant_id, bench.job_type(), &jobs).await?;
+    wait_finished(
+        pool,
+        bench.tenant_id,
+        bench.job_type(),
+        &jobs,
+        bench.express.as_deref(),
+    )
+    .await?;
     Ok(())
 }
 
@@ -205,7 +212,14 @@ pub(crate) async fn run_in_tenant<'a>(
 
     // Drain: start the processes; the database clock times first start to last finish.
     let stack = Stack::start(scope, args)?;
-    let drained = wait_finished(pool, tenant_id, bench.job_type(), &backlog).await?;
+    let drained = wait_finished(
+        pool,
+        tenant_id,
+        bench.job_type(),
+        &backlog,
+        bench.express.as_deref(),
+    )
+    .await?;
     let commits_after = commits(&mut conn).await?;
     let (dispatcher_drain, worker_drain) = stack.usage();
 
@@ -231,7 +245,14 @@ pub(crate) async fn run_in_tenant<'a>(
     let latency = if steady.is_empty() {
         Spans::default()
     } else {
-        wait_finished(pool, tenant_id, bench.job_type(), &steady).await?
+        wait_finished(
+            pool,
+            tenant_id,
+            bench.job_type(),
+            &steady,
+            bench.express.as_deref(),
+        )
+        .await?
     };
     let (dispatcher_end, worker_end) = stack.usage();
     stack.stop().await;

@@ -8,6 +8,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{Array, BigInt, Double, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use quire_shared::db::{DbError, PgPool};
+use quire_shared::publishing::Express;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -173,15 +174,20 @@ pub async fn wait_drained(
 }
 
 /// Waits until none of the bench's jobs (`job_type` in `tenant_id`) is queued or running,
-/// then measures `jobs`.
+/// then measures `jobs`, once the marks of the events `express` published are written
+/// (they come a linger after the push, possibly after the last finish).
 pub async fn wait_finished(
     pool: &PgPool,
     tenant_id: Uuid,
     job_type: &str,
     jobs: &[Committed],
+    express: Option<&Express>,
 ) -> anyhow::Result<Spans> {
     let mut conn = pool.get().await?;
     wait_drained(&mut conn, tenant_id, job_type, Duration::from_secs(600)).await?;
+    if let Some(express) = express {
+        express.flush().await;
+    }
     let spans = spans(&mut conn, jobs).await?;
     if spans.finished as usize != jobs.len() {
         bail!("only {} of {} jobs finished", spans.finished, jobs.len());

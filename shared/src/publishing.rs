@@ -18,6 +18,11 @@ use crate::db::{DbError, PgPool};
 use crate::redis_client::{BrokerError, RedisConnection, RedisPool};
 use crate::retry::Backoff;
 
+mod marks;
+
+pub use marks::MARK_LINGER;
+use marks::Marks;
+
 /// Safe text stored on an event whose push failed (no addresses, no Redis error text).
 pub const BROKER_UNAVAILABLE: &str = "the broker did not accept the message";
 /// Safe text stored on an event whose stored message could not be read.
@@ -150,25 +155,31 @@ pub struct Express {
     default_cap: i64,
     backoff: Backoff,
     pusher: Pusher,
+    marks: Marks,
     pool: PgPool,
 }
 
 impl Express {
     /// `None` when `scheduling.express` is off: every event then waits for a dispatcher.
+    /// Call inside the runtime: the writer of its marks is spawned at once.
     pub fn from_settings(
         settings: &Settings,
         process: &str,
         pool: PgPool,
         redis: RedisPool,
     ) -> Option<Self> {
-        settings.scheduling.express.then(|| Self {
-            claimer: format!("{process}-{}", Uuid::new_v4().simple()),
-            namespace: settings.redis.namespace.clone(),
-            in_flight_per_queue: settings.scheduling.in_flight_per_queue,
-            default_cap: settings.scheduling.max_running_per_tenant,
-            backoff: event_backoff(settings),
-            pusher: Pusher::new(redis),
-            pool,
+        settings.scheduling.express.then(|| {
+            let claimer = format!("{process}-{}", Uuid::new_v4().simple());
+            Self {
+                namespace: settings.redis.namespace.clone(),
+                in_flight_per_queue: settings.scheduling.in_flight_per_queue,
+                default_cap: settings.scheduling.max_running_per_tenant,
+                backoff: event_backoff(settings),
+                pusher: Pusher::new(redis),
+                marks: Marks::start(pool.clone(), claimer.clone()),
+                claimer,
+                pool,
+            }
         })
     }
 
@@ -193,6 +204,12 @@ impl Express {
         }
     }
 
+    /// Writes the marks of every event published so far (`marks`): at a graceful
+    /// shutdown, so that no claim is left for claim recovery to publish again.
+    pub async fn flush(&self) {
+        self.marks.flush().await;
+    }
+
     async fn try_publish(&self, event: ClaimedEvent) -> Result<(), DbError> {
         let attempts = event.publish_attempts.max(0) as u32;
         let batch = batch(
@@ -211,13 +228,12 @@ impl Express {
             .await?;
             return Ok(());
         }
-        let pushed = self.pusher.push(&batch.pipeline).await;
-        let mut conn = self.pool.get().await?;
-        match pushed {
+        match self.pusher.push(&batch.pipeline).await {
             Ok(()) => {
-                outbox::mark_published(&mut conn, &self.claimer, &batch.published).await?;
-                metrics::counter!(crate::metrics::EVENTS_PUBLISHED).increment(1);
-                metrics::counter!(crate::metrics::EVENTS_EXPRESS).increment(1);
+                // Marked a linger later, after the worker's claim (`marks`).
+                for published in batch.published {
+                    self.marks.mark(published).await;
+                }
             }
             Err(error) => {
                 tracing::warn!(event_id = %event.id, %error, "express push failed, returning the event to the dispatchers");
@@ -225,6 +241,7 @@ impl Express {
                     event_id: event.id,
                     delay: self.backoff.delay(attempts + 1),
                 };
+                let mut conn = self.pool.get().await?;
                 outbox::release_for_retry(&mut conn, &self.claimer, &[retry], BROKER_UNAVAILABLE)
                     .await?;
                 metrics::counter!(crate::metrics::PUBLISH_FAILURES).increment(1);

@@ -116,14 +116,45 @@ async fn an_intake_with_no_backlog_is_published_by_its_own_process() {
     assert!(claimed.claimed_by.is_some_and(|by| by.starts_with("test-")));
 
     express.publish(event.clone()).await;
-    let published = event_of(&app, recorded.job.id).await;
-    assert_eq!(published.status, "PUBLISHED");
+    // Marked by the writer of marks a linger after the push, with no flush.
+    let published = test_support::eventually(
+        Duration::from_secs(10),
+        "the express event is marked published",
+        || async {
+            let event = event_of(&app, recorded.job.id).await;
+            (event.status == "PUBLISHED").then_some(event)
+        },
+    )
+    .await;
     assert_eq!(published.announced_event_id, Some(event.id));
     assert_eq!(
         oldest_message(&app).await,
         Some(event.id),
         "pushed to the queue's list"
     );
+}
+
+/// A graceful shutdown flushes the marks: every event pushed before the flush is
+/// `PUBLISHED` when it returns, none left for claim recovery to publish again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_writes_the_mark_of_every_event_pushed_before_it() {
+    let app = TestApp::spawn().await;
+    let mut settings = app.context.settings.clone();
+    settings.scheduling.in_flight_per_queue = 64;
+    settings.scheduling.max_running_per_tenant = 64;
+    let express = express_on(&settings);
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        let recorded = record(&app, &express).await;
+        express
+            .publish(recorded.announce.expect("below every bound"))
+            .await;
+        jobs.push(recorded.job.id);
+    }
+    express.flush().await;
+    for job_id in jobs {
+        assert_eq!(event_of(&app, job_id).await.status, "PUBLISHED");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,8 +166,16 @@ async fn an_upload_runs_with_no_dispatcher_when_its_queue_is_idle() {
 
     let job = app.wait_for_job(job_id, JobStatus::Succeeded).await;
     assert_eq!(job.attempts, 1);
-    let event = event_of(&app, job_id).await;
-    assert_eq!(event.status, "PUBLISHED");
+    // The mark comes a linger after the push, usually after the job's claim.
+    let event = test_support::eventually(
+        Duration::from_secs(10),
+        "the express event is marked published",
+        || async {
+            let event = event_of(&app, job_id).await;
+            (event.status == "PUBLISHED").then_some(event)
+        },
+    )
+    .await;
     assert!(event.claimed_by.is_some_and(|by| by.starts_with("api-")));
     let (status, document) = app
         .json_as(

@@ -196,6 +196,7 @@ impl QuirePass<'_> {
             self.tenant_id,
             AnalyzeDocument::JOB_TYPE,
             &committed,
+            None,
         )
         .await;
         // Read before the stop: a killed worker's /proc entry is gone. Without a cgroup,

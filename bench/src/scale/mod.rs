@@ -158,7 +158,7 @@ pub async fn run(settings: Settings, args: &BenchArgs, pool: &PgPool) -> anyhow:
     let limit = Duration::from_secs((args.backlog as u64 / 100).max(600));
     backlog::wait_drained(&mut conn, backlog_tenant.id, limit).await?;
     if !trickle.is_empty() {
-        wait_finished(pool, tenant.id, BenchNoop::JOB_TYPE, &trickle).await?;
+        wait_finished(pool, tenant.id, BenchNoop::JOB_TYPE, &trickle, None).await?;
     }
     stack.stop().await;
     let backlog_activity = sampler.finish().await?;
