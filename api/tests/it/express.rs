@@ -51,6 +51,15 @@ async fn event_of(app: &TestApp, job_id: Uuid) -> EventRow {
     .expect("the job's event")
 }
 
+/// The job's event once it is `PUBLISHED` (30 s at most).
+async fn wait_published(app: &TestApp, job_id: Uuid, what: &str) -> EventRow {
+    test_support::eventually(Duration::from_secs(30), what, || async {
+        let event = event_of(app, job_id).await;
+        (event.status == "PUBLISHED").then_some(event)
+    })
+    .await
+}
+
 fn express_on(settings: &Settings) -> Express {
     let redis = RedisPool::build(&settings.redis).expect("redis pool");
     let pool = quire_shared::db::build_pool(&settings.database).expect("pool");
@@ -117,13 +126,10 @@ async fn an_intake_with_no_backlog_is_published_by_its_own_process() {
 
     express.publish(event.clone()).await;
     // Marked by the writer of marks a linger after the push, with no flush.
-    let published = test_support::eventually(
-        Duration::from_secs(10),
+    let published = wait_published(
+        &app,
+        recorded.job.id,
         "the express event is marked published",
-        || async {
-            let event = event_of(&app, recorded.job.id).await;
-            (event.status == "PUBLISHED").then_some(event)
-        },
     )
     .await;
     assert_eq!(published.announced_event_id, Some(event.id));
@@ -167,15 +173,7 @@ async fn an_upload_runs_with_no_dispatcher_when_its_queue_is_idle() {
     let job = app.wait_for_job(job_id, JobStatus::Succeeded).await;
     assert_eq!(job.attempts, 1);
     // The mark comes a linger after the push, usually after the job's claim.
-    let event = test_support::eventually(
-        Duration::from_secs(10),
-        "the express event is marked published",
-        || async {
-            let event = event_of(&app, job_id).await;
-            (event.status == "PUBLISHED").then_some(event)
-        },
-    )
-    .await;
+    let event = wait_published(&app, job_id, "the express event is marked published").await;
     assert!(event.claimed_by.is_some_and(|by| by.starts_with("api-")));
     let (status, document) = app
         .json_as(
@@ -279,12 +277,7 @@ async fn a_failed_express_push_returns_the_event_to_the_dispatchers() {
     assert_eq!(event.last_error.as_deref(), Some(BROKER_UNAVAILABLE));
     // A dispatcher publishes it after its backoff.
     app.start_dispatcher();
-    test_support::eventually(
-        Duration::from_secs(30),
-        "a dispatcher published it",
-        || async { (event_of(&app, recorded.job.id).await.status == "PUBLISHED").then_some(()) },
-    )
-    .await;
+    wait_published(&app, recorded.job.id, "a dispatcher published it").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
