@@ -20,7 +20,6 @@ use crate::retry::Backoff;
 
 mod marks;
 
-pub use marks::MARK_LINGER;
 use marks::Marks;
 
 /// Safe text stored on an event whose push failed (no addresses, no Redis error text).

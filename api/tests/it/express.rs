@@ -140,7 +140,7 @@ async fn an_intake_with_no_backlog_is_published_by_its_own_process() {
     );
 }
 
-/// A graceful shutdown flushes the marks: every event pushed before the flush is
+/// What the API's graceful stop relies on: every event pushed before a flush is
 /// `PUBLISHED` when it returns, none left for claim recovery to publish again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_writes_the_mark_of_every_event_pushed_before_it() {

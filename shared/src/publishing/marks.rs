@@ -6,10 +6,11 @@
 //! `announced_event_id` while the job is `QUEUED`), so the claim waits for the mark's
 //! commit, and both compete for the same two cores. Written after the claim, the mark
 //! finds the job `RUNNING` and only flips the event: one write of the job row less, and
-//! the job's path holds no bookkeeping (docs/benchmarks.md, "The express mark after the
-//! claim"). Nothing waits for a mark: an event not yet marked is still claimed by this
-//! process, and if the process dies first its claim expires and claim recovery publishes
-//! it again (a duplicate the worker's claim refuses).
+//! the job's path holds no bookkeeping (docs/benchmarks.md, the seventeenth comparison:
+//! "A/B of the express mark after the claim"). Nothing waits for a mark: an event not
+//! yet marked is still claimed by this process, and if the process dies first its claim
+//! expires and claim recovery publishes it again (a duplicate the worker's claim
+//! refuses).
 
 use std::time::Duration;
 
