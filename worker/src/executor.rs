@@ -17,7 +17,6 @@ use quire_shared::retry::Backoff;
 use quire_shared::states::TenantStatus;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use crate::context::WorkerContext;
@@ -176,14 +175,12 @@ async fn process(
         .ok_or_else(|| anyhow::anyhow!("a claimed job has no worker id"))?;
     tracing::info!(attempt = job.attempts, "job claimed");
     let lost = CancellationToken::new();
-    // Aborted when dropped, on every path out of this function — an early return, an
-    // error, a panic unwinding, the batch task aborted at the drain deadline — so the
-    // lease of a job nobody runs is never renewed. A bare `JoinHandle` only detaches.
-    let beating = AbortOnDropHandle::new(tokio::spawn(heartbeat::run(
-        Arc::clone(context),
-        fence.clone(),
-        lost.clone(),
-    )));
+    // Polled beside the handler in this task, not spawned: a task of its own per job
+    // woke a second runtime thread on the job's path (docs/benchmarks.md, the
+    // nineteenth comparison). It ends with the `select!` below, before any write-back
+    // (a beat after it would find the job moved on), and never outlives the job: on
+    // every path out of here it is dropped with this function's future.
+    let beating = heartbeat::run(Arc::clone(context), fence.clone(), lost.clone());
     let (handler, ended) = match prepare(&job, tenant_status) {
         Err(refused) => (None, Ended::Finished(Err(refused))),
         Ok(handler) => {
@@ -194,14 +191,14 @@ async fn process(
                     Err(JobError::FenceLost) => Ended::Lost,
                     outcome => Ended::Finished(outcome),
                 },
+                // The heartbeat returns only once it found the fence gone.
+                _ = beating => Ended::Lost,
                 _ = lost.cancelled() => Ended::Lost,
                 _ = stop.cancelled() => Ended::Stopped,
             };
             (Some(handler), ended)
         }
     };
-    // Stopped before the write-back: a beat after it would find the job moved on.
-    drop(beating);
     // A retry waits as the type's retry class says (webhook deliveries have their own).
     let backoff = handler.as_ref().map_or(context.retry_backoff, |handler| {
         context.backoff_for(handler.retry)
