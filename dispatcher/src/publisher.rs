@@ -1,7 +1,8 @@
 //! The publish loop: choose and claim the next due events (the scheduler:
 //! `quire_shared::scheduling`), push them to Redis in one pipeline, mark them
-//! `PUBLISHED` only after Redis answered; on failure return them to `PENDING` with a
-//! bounded backoff and back off the loop itself.
+//! `PUBLISHED` only after Redis answered (a linger later, by the process's mark writer:
+//! `publishing::Marks`); on failure return them to `PENDING` with a bounded backoff and
+//! back off the loop itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use quire_shared::config::Settings;
 use quire_shared::db::PgPool;
 use quire_shared::db::outbox::{self, Retry};
 use quire_shared::db::scheduler;
-use quire_shared::publishing::{self, BROKER_UNAVAILABLE, Batch, MALFORMED_MESSAGE, Pusher};
+use quire_shared::publishing::{self, BROKER_UNAVAILABLE, Batch, MALFORMED_MESSAGE, Marks, Pusher};
 use quire_shared::redis_client::RedisPool;
 use quire_shared::retry::{Backoff, ReconnectBackoff};
 use quire_shared::scheduling::Limits;
@@ -24,6 +25,8 @@ pub struct Publisher {
     pool: PgPool,
     /// Pushes on a kept connection (`publishing::Pusher`).
     pusher: Pusher,
+    /// Writes the marks of pushed events, off the loop's path.
+    marks: Marks,
     namespace: String,
     limits: Limits,
     /// `scheduling.max_running_per_tenant`: a tenant's cap unless it sets its own.
@@ -44,11 +47,14 @@ enum Round {
 }
 
 impl Publisher {
-    /// A publisher on the process's pools (the dispatcher's session mode).
+    /// A publisher on the process's pools (the dispatcher's session mode). Call inside
+    /// the runtime: the writer of its marks is spawned at once.
     pub fn new(settings: &Settings, pool: PgPool, redis: RedisPool) -> Self {
         let dispatcher = &settings.dispatcher;
+        let id = format!("dispatcher-{}", Uuid::new_v4().simple());
         Self {
-            id: format!("dispatcher-{}", Uuid::new_v4().simple()),
+            marks: Marks::start(pool.clone(), id.clone(), publishing::Publisher::Dispatcher),
+            id,
             pool,
             pusher: Pusher::new(redis),
             namespace: settings.redis.namespace.clone(),
@@ -63,7 +69,9 @@ impl Publisher {
         &self.id
     }
 
-    /// Publishes until `shutdown`; woken by `wake` (NOTIFY) or the poll interval.
+    /// Publishes until `shutdown`, then writes the marks still waiting (so that no claim
+    /// is left for claim recovery to publish again); woken by `wake` (NOTIFY) or the poll
+    /// interval.
     pub async fn run(&self, wake: Arc<Notify>, shutdown: CancellationToken) {
         let mut failures = ReconnectBackoff::new();
         while !shutdown.is_cancelled() {
@@ -95,13 +103,15 @@ impl Publisher {
                 _ = tokio::time::sleep(wait) => {}
             }
         }
+        self.marks.flush().await;
     }
 
     /// Plans which due events go next, claims them and publishes them. The push goes
     /// out while the round's commit is on its way (docs/decisions.md, "The round commits
     /// while its messages travel"): a worker's claim needs the job row, not the event's,
     /// so the message may arrive first, and the commit's round trip leaves the path of
-    /// the job. The mark still waits for both.
+    /// the job. The mark still waits for both, and is written a linger later by the
+    /// mark writer while the loop plans its next round.
     async fn round(&self) -> anyhow::Result<Round> {
         let mut conn = self.pool.get().await.context("no database connection")?;
         let scheduler::RoundClaims { events, more_due } =
@@ -149,14 +159,11 @@ impl Publisher {
         match pushed {
             Ok(()) => {
                 fail_point_after_push();
-                let marked = outbox::mark_published(&mut conn, &self.id, &published)
-                    .await
-                    .context("failed to mark events published")?;
-                tracing::debug!(count = marked, "events published");
+                tracing::debug!(count = published.len(), "events pushed");
                 metrics::histogram!(quire_shared::metrics::PUBLISH_BATCH_SIZE)
                     .record(published.len() as f64);
-                metrics::counter!(quire_shared::metrics::EVENTS_PUBLISHED)
-                    .increment(published.len() as u64);
+                // Counted in `quire_events_published_total` when the mark is written.
+                self.marks.mark(published).await;
                 Ok(next)
             }
             Err(error) => {

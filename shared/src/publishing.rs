@@ -20,7 +20,7 @@ use crate::retry::Backoff;
 
 mod marks;
 
-use marks::Marks;
+pub use marks::{Marks, Publisher};
 
 /// Safe text stored on an event whose push failed (no addresses, no Redis error text).
 pub const BROKER_UNAVAILABLE: &str = "the broker did not accept the message";
@@ -175,7 +175,7 @@ impl Express {
                 default_cap: settings.scheduling.max_running_per_tenant,
                 backoff: event_backoff(settings),
                 pusher: Pusher::new(redis),
-                marks: Marks::start(pool.clone(), claimer.clone()),
+                marks: Marks::start(pool.clone(), claimer.clone(), Publisher::Express),
                 claimer,
                 pool,
             }
@@ -230,9 +230,7 @@ impl Express {
         match self.pusher.push(&batch.pipeline).await {
             Ok(()) => {
                 // Marked a linger later, after the worker's claim (`marks`).
-                for published in batch.published {
-                    self.marks.mark(published).await;
-                }
+                self.marks.mark(batch.published).await;
             }
             Err(error) => {
                 tracing::warn!(event_id = %event.id, %error, "express push failed, returning the event to the dispatchers");

@@ -4,10 +4,12 @@
 //! per-queue bound and never publish an event twice.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_redis::redis;
 use diesel::sql_types::{BigInt, Uuid as SqlUuid};
+use quire_dispatcher::Publisher;
 use quire_shared::broker::WireMessage;
 use quire_shared::db::jobs::{self, Enqueued, NewJob};
 use quire_shared::db::outbox::{self, Published};
@@ -16,6 +18,8 @@ use quire_shared::jobs::BenchNoop;
 use quire_shared::scheduling::Limits;
 use quire_shared::states::{EventStatus, JobStatus};
 use quire_shared::test_support::{eventually, within};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::support::{DEADLINE, World};
@@ -302,6 +306,108 @@ async fn a_worker_claims_a_message_whose_round_has_not_committed_yet() {
         EventStatus::Published
     );
     assert_eq!(world.job(enqueued.job_id).await.status, JobStatus::Running);
+}
+
+/// Running and in-flight jobs of the tenant, as a round reads them (summed over queues).
+async fn occupancy_of(world: &World, tenant_id: Uuid) -> (i64, i64) {
+    let (limits, default_cap) = round_limits(world);
+    let mut conn = world.pool.get().await.expect("connection");
+    scheduler::begin_round(&mut conn).await.expect("a round");
+    let state = scheduler::read_state(&mut conn, &limits, default_cap)
+        .await
+        .expect("a round's read");
+    scheduler::rollback_round(&mut conn)
+        .await
+        .expect("the round's end");
+    state
+        .occupancy
+        .iter()
+        .filter(|occupancy| occupancy.tenant_id == tenant_id)
+        .fold((0, 0), |(running, in_flight), occupancy| {
+            (running + occupancy.running, in_flight + occupancy.in_flight)
+        })
+}
+
+/// A mark comes a linger after its push (`publishing::Marks`), so a worker may claim a
+/// job while its event is still `PUBLISHING`. In flight is what a worker can still
+/// claim: such a job is running, not also in flight. Counted twice, it held a place of
+/// its queue's in-flight bound and of its tenant's cap that no message used, until the
+/// mark, and throttled a drain by the linger of every round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_job_whose_event_is_not_marked_yet_counts_as_running_only() {
+    let world = World::new().await;
+    let enqueued = enqueue_for(&world, world.tenant_id).await;
+    let (limits, default_cap) = round_limits(&world);
+    let mut round = world.pool.get().await.expect("connection");
+    let claimed = scheduler::open_round(&mut round, "dispatcher-test", &limits, default_cap)
+        .await
+        .expect("a round");
+    assert_eq!(claimed.events.len(), 1, "the round claims the due event");
+    scheduler::commit_round(&mut round).await.expect("commit");
+    assert_eq!(
+        occupancy_of(&world, world.tenant_id).await,
+        (0, 1),
+        "an event being published is in flight"
+    );
+
+    let mut worker = world.pool.get().await.expect("connection");
+    jobs::claim_job(
+        &mut worker,
+        enqueued.job_id,
+        enqueued.event_id,
+        "worker-test",
+        Uuid::now_v7(),
+        LEASE,
+    )
+    .await
+    .expect("claim")
+    .expect("the job is claimed before its event is marked");
+    assert_eq!(
+        world.events(enqueued.job_id).await[0].status,
+        EventStatus::Publishing
+    );
+    assert_eq!(
+        occupancy_of(&world, world.tenant_id).await,
+        (1, 0),
+        "the claimed job is running and nothing of it is in flight"
+    );
+}
+
+/// The publisher's marks come a linger after the push, from the process's mark writer
+/// (`publishing::Marks`); by the time a graceful stop returns, every event it pushed is
+/// marked (the stop writes the marks still waiting), so no claim is left for claim
+/// recovery to publish again after `dispatcher.claim_timeout_seconds`. (The probe of
+/// the list outlasts the linger, so this does not catch a stop that forgets the waiting
+/// marks: `express::a_flush_writes_the_mark_of_every_event_pushed_before_it` pins the
+/// writer's flush.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_publisher_has_marked_every_event_it_pushed() {
+    let world = World::new().await;
+    let enqueued = world.enqueue().await;
+    let publisher = Publisher::new(
+        &world.context.settings,
+        world.pool.clone(),
+        world.redis.clone(),
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let stop = stop.clone();
+        async move { publisher.run(Arc::new(Notify::new()), stop).await }
+    });
+    eventually(DEADLINE, "the message is pushed", || async {
+        (list_length(&world).await == 1).then_some(())
+    })
+    .await;
+    stop.cancel();
+    tokio::time::timeout(DEADLINE, running)
+        .await
+        .expect("the publisher stops")
+        .expect("the publisher's task");
+    assert_eq!(
+        world.events(enqueued.job_id).await[0].status,
+        EventStatus::Published,
+        "the stop wrote the mark"
+    );
 }
 
 /// Heap pages of the events and jobs tables one round's state read fetches, in a round

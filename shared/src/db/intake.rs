@@ -267,7 +267,9 @@ async fn write<J: BackgroundJob>(
                                < COALESCE((SELECT max_running_jobs::int8 FROM held), $22::int8) \
                     FROM (SELECT count(*) FILTER (WHERE e.queue = ($11::text[])[1]) AS queue, \
                                  count(*) FILTER (WHERE e.tenant_id = $16) AS tenant \
-                          FROM outbox_events AS e WHERE e.status = 'PUBLISHING') AS p, \
+                          FROM ",
+        publishing_in_flight!(),
+        " AS e) AS p, \
                          (SELECT count(*) FILTER (WHERE j.job_type = ($11::text[])[1]) AS queue, \
                                  count(*) FILTER (WHERE j.tenant_id = $16) AS tenant \
                           FROM processing_jobs AS j \

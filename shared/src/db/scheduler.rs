@@ -96,7 +96,7 @@ struct StateRow {
 /// - the slots of the live workers serving each queue (the `workers` table);
 /// - running and in-flight jobs per queue and tenant. In flight: published and not yet
 ///   claimed (`QUEUED`, its current event announced), or being published right now
-///   (`PUBLISHING`). A held job (its tenant or queue paused) is not in flight even when
+///   (`PUBLISHING`, its job not yet claimed: `publishing_in_flight`). A held job (its tenant or queue paused) is not in flight even when
 ///   announced: a worker's claim refuses its message, and the resume announces it anew,
 ///   so counting it would keep the queue's places from everyone else until the resume;
 /// - every (queue, class, tenant) with events due now, leaving out paused tenants and
@@ -136,7 +136,9 @@ pub async fn read_state(
                  GROUP BY 1, 2 \
                  UNION ALL \
                  SELECT queue, tenant_id, 0, count(*), count(*) FILTER (WHERE priority = 'bulk') \
-                 FROM outbox_events WHERE status = 'PUBLISHING' GROUP BY 1, 2) AS o \
+                 FROM ",
+        publishing_in_flight!(),
+        " AS p GROUP BY 1, 2) AS o \
              GROUP BY 1, 2), \
          ",
         pending_heads!(),

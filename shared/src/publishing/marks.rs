@@ -1,5 +1,6 @@
-//! The express path's `PUBLISHING → PUBLISHED` marks, written by one task of the process
-//! a short linger after the push, in batches.
+//! The `PUBLISHING → PUBLISHED` marks of pushed events, written by one task of the
+//! publishing process a short linger after the push, in batches: the dispatcher's and the
+//! express path's alike.
 //!
 //! Why not at once: the worker's claim follows the push by a fraction of a millisecond,
 //! and a mark that comes first takes the job row's lock (it records the job's
@@ -7,10 +8,12 @@
 //! commit, and both compete for the same two cores. Written after the claim, the mark
 //! finds the job `RUNNING` and only flips the event: one write of the job row less, and
 //! the job's path holds no bookkeeping (docs/benchmarks.md, the seventeenth comparison:
-//! "A/B of the express mark after the claim"). Nothing waits for a mark: an event not
-//! yet marked is still claimed by this process, and if the process dies first its claim
-//! expires and claim recovery publishes it again (a duplicate the worker's claim
-//! refuses).
+//! "A/B of the express mark after the claim"). The dispatcher's round no longer waits
+//! for its mark either: it plans its next round while the marks linger, and marks of
+//! several rounds go out in one statement. Nothing waits for a mark: an event not yet
+//! marked is still claimed by this process and counts in flight only while its job is
+//! unclaimed (`db::publishing_in_flight`); if the process dies first its claim expires
+//! and claim recovery publishes it again (a duplicate the worker's claim refuses).
 
 use std::time::Duration;
 
@@ -24,11 +27,20 @@ use crate::db::outbox::{self, Published};
 /// only has to come before `dispatcher.claim_timeout_seconds`.
 pub const MARK_LINGER: Duration = Duration::from_millis(3);
 
-/// Most marks written by one statement.
+/// A statement takes waiting requests until it holds this many marks (a request's marks
+/// go whole: a dispatcher's round of up to `dispatcher.batch_size`).
 const MAX_MARKS: usize = 256;
 
+/// Which publisher's marks: the express path's are counted apart as well
+/// (`quire_events_published_express_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publisher {
+    Dispatcher,
+    Express,
+}
+
 enum Request {
-    Mark(Published),
+    Mark(Vec<Published>),
     /// Write what is waiting now, then answer.
     Flush(oneshot::Sender<()>),
 }
@@ -41,16 +53,23 @@ pub struct Marks {
 
 impl Marks {
     /// Starts the writer on the current runtime, marking as `claimer`.
-    pub fn start(pool: PgPool, claimer: String) -> Self {
+    pub fn start(pool: PgPool, claimer: String, publisher: Publisher) -> Self {
         let (requests, pending) = mpsc::channel(MAX_MARKS * 4);
-        tokio::spawn(write_marks(pool, claimer, pending));
+        tokio::spawn(write_marks(pool, claimer, publisher, pending));
         Self { requests }
     }
 
-    /// Queues the mark of a pushed event; waits only while the queue is full.
-    pub async fn mark(&self, published: Published) {
+    /// Queues the marks of pushed events; waits only while the queue is full.
+    pub async fn mark(&self, published: Vec<Published>) {
+        if published.is_empty() {
+            return;
+        }
+        let events = published.len();
         if self.requests.send(Request::Mark(published)).await.is_err() {
-            tracing::warn!(event_id = %published.event_id, "the mark writer stopped, claim recovery publishes the event again");
+            tracing::warn!(
+                events,
+                "the mark writer stopped, claim recovery publishes the events again"
+            );
         }
     }
 
@@ -64,13 +83,18 @@ impl Marks {
     }
 }
 
-async fn write_marks(pool: PgPool, claimer: String, mut pending: mpsc::Receiver<Request>) {
+async fn write_marks(
+    pool: PgPool,
+    claimer: String,
+    publisher: Publisher,
+    mut pending: mpsc::Receiver<Request>,
+) {
     let mut batch: Vec<Published> = Vec::with_capacity(MAX_MARKS);
     let mut flushed: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = pending.recv().await {
         let mut linger = true;
         match first {
-            Request::Mark(published) => batch.push(published),
+            Request::Mark(published) => batch.extend(published),
             Request::Flush(done) => {
                 flushed.push(done);
                 linger = false;
@@ -81,13 +105,13 @@ async fn write_marks(pool: PgPool, claimer: String, mut pending: mpsc::Receiver<
         }
         while batch.len() < MAX_MARKS {
             match pending.try_recv() {
-                Ok(Request::Mark(published)) => batch.push(published),
+                Ok(Request::Mark(published)) => batch.extend(published),
                 Ok(Request::Flush(done)) => flushed.push(done),
                 Err(_) => break,
             }
         }
         if !batch.is_empty() {
-            write(&pool, &claimer, &batch).await;
+            write(&pool, &claimer, publisher, &batch).await;
             batch.clear();
         }
         for done in flushed.drain(..) {
@@ -96,7 +120,7 @@ async fn write_marks(pool: PgPool, claimer: String, mut pending: mpsc::Receiver<
     }
 }
 
-async fn write(pool: &PgPool, claimer: &str, batch: &[Published]) {
+async fn write(pool: &PgPool, claimer: &str, publisher: Publisher, batch: &[Published]) {
     let marked = async {
         let mut conn = pool.get().await?;
         outbox::mark_published(&mut conn, claimer, batch).await
@@ -105,12 +129,14 @@ async fn write(pool: &PgPool, claimer: &str, batch: &[Published]) {
     match marked {
         Ok(marked) => {
             metrics::counter!(crate::metrics::EVENTS_PUBLISHED).increment(marked as u64);
-            metrics::counter!(crate::metrics::EVENTS_EXPRESS).increment(marked as u64);
+            if publisher == Publisher::Express {
+                metrics::counter!(crate::metrics::EVENTS_EXPRESS).increment(marked as u64);
+            }
         }
         Err(error) => tracing::warn!(
             %error,
             events = batch.len(),
-            "marking express events published failed, claim recovery publishes them again"
+            "marking events published failed, claim recovery publishes them again"
         ),
     }
 }
