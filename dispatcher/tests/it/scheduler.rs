@@ -13,7 +13,7 @@ use quire_dispatcher::Publisher;
 use quire_shared::broker::WireMessage;
 use quire_shared::db::jobs::{self, Enqueued, NewJob};
 use quire_shared::db::outbox::{self, Published};
-use quire_shared::db::{DbError, scheduler};
+use quire_shared::db::{DbError, PooledConnection, scheduler};
 use quire_shared::jobs::BenchNoop;
 use quire_shared::scheduling::Limits;
 use quire_shared::states::{EventStatus, JobStatus};
@@ -224,6 +224,17 @@ fn round_limits(world: &World) -> (Limits, i64) {
     )
 }
 
+/// A round as the publisher opens one, left open on the returned connection (holding
+/// the scheduling lock and its claims until it commits or rolls back).
+async fn open_round(world: &World) -> (PooledConnection, scheduler::RoundClaims) {
+    let (limits, default_cap) = round_limits(world);
+    let mut round = world.pool.get().await.expect("connection");
+    let claimed = scheduler::open_round(&mut round, "dispatcher-test", &limits, default_cap)
+        .await
+        .expect("a round");
+    (round, claimed)
+}
+
 /// Whether another session could take the scheduling lock now (and would, for the
 /// rest of its own statement only).
 async fn scheduler_lock_is_free(world: &World) -> bool {
@@ -250,11 +261,7 @@ async fn scheduler_lock_is_free(world: &World) -> bool {
 async fn a_worker_claims_a_message_whose_round_has_not_committed_yet() {
     let world = World::new().await;
     let enqueued = enqueue_for(&world, world.tenant_id).await;
-    let (limits, default_cap) = round_limits(&world);
-    let mut round = world.pool.get().await.expect("connection");
-    let claimed = scheduler::open_round(&mut round, "dispatcher-test", &limits, default_cap)
-        .await
-        .expect("a round");
+    let (mut round, claimed) = open_round(&world).await;
     let [event] = claimed.events.as_slice() else {
         panic!(
             "the round claimed {} events, not the one due",
@@ -337,11 +344,7 @@ async fn occupancy_of(world: &World, tenant_id: Uuid) -> (i64, i64) {
 async fn a_claimed_job_whose_event_is_not_marked_yet_counts_as_running_only() {
     let world = World::new().await;
     let enqueued = enqueue_for(&world, world.tenant_id).await;
-    let (limits, default_cap) = round_limits(&world);
-    let mut round = world.pool.get().await.expect("connection");
-    let claimed = scheduler::open_round(&mut round, "dispatcher-test", &limits, default_cap)
-        .await
-        .expect("a round");
+    let (mut round, claimed) = open_round(&world).await;
     assert_eq!(claimed.events.len(), 1, "the round claims the due event");
     scheduler::commit_round(&mut round).await.expect("commit");
     assert_eq!(

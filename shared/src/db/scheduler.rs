@@ -96,9 +96,10 @@ struct StateRow {
 /// - the slots of the live workers serving each queue (the `workers` table);
 /// - running and in-flight jobs per queue and tenant. In flight: published and not yet
 ///   claimed (`QUEUED`, its current event announced), or being published right now
-///   (`PUBLISHING`, its job not yet claimed: `publishing_in_flight`). A held job (its tenant or queue paused) is not in flight even when
-///   announced: a worker's claim refuses its message, and the resume announces it anew,
-///   so counting it would keep the queue's places from everyone else until the resume;
+///   (`PUBLISHING`, its job not yet claimed: `publishing_in_flight`). A held job (its
+///   tenant or queue paused) is not in flight even when announced: a worker's claim
+///   refuses its message, and the resume announces it anew, so counting it would keep
+///   the queue's places from everyone else until the resume;
 /// - every (queue, class, tenant) with events due now, leaving out paused tenants and
 ///   paused queues: its due events counted only as far as a round could take them (the
 ///   most live slots of a queue or `in_flight_per_queue`, at most `batch_size`), its
