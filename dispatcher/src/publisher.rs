@@ -53,7 +53,11 @@ impl Publisher {
         let dispatcher = &settings.dispatcher;
         let id = format!("dispatcher-{}", Uuid::new_v4().simple());
         Self {
-            marks: Marks::start(pool.clone(), id.clone(), publishing::Publisher::Dispatcher),
+            marks: Marks::start(
+                pool.clone(),
+                id.clone(),
+                publishing::PublishedBy::Dispatcher,
+            ),
             id,
             pool,
             pusher: Pusher::new(redis),

@@ -20,7 +20,7 @@ use crate::retry::Backoff;
 
 mod marks;
 
-pub use marks::{Marks, Publisher};
+pub use marks::{Marks, PublishedBy};
 
 /// Safe text stored on an event whose push failed (no addresses, no Redis error text).
 pub const BROKER_UNAVAILABLE: &str = "the broker did not accept the message";
@@ -175,7 +175,7 @@ impl Express {
                 default_cap: settings.scheduling.max_running_per_tenant,
                 backoff: event_backoff(settings),
                 pusher: Pusher::new(redis),
-                marks: Marks::start(pool.clone(), claimer.clone(), Publisher::Express),
+                marks: Marks::start(pool.clone(), claimer.clone(), PublishedBy::Express),
                 claimer,
                 pool,
             }

@@ -191,9 +191,9 @@ async fn process(
                     Err(JobError::FenceLost) => Ended::Lost,
                     outcome => Ended::Finished(outcome),
                 },
-                // The heartbeat returns only once it found the fence gone.
+                // The heartbeat returns only once it found the fence gone (it cancels
+                // `lost`, the handler's token, as it returns: the only one that does).
                 _ = beating => Ended::Lost,
-                _ = lost.cancelled() => Ended::Lost,
                 _ = stop.cancelled() => Ended::Stopped,
             };
             (Some(handler), ended)

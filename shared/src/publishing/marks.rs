@@ -31,10 +31,10 @@ pub const MARK_LINGER: Duration = Duration::from_millis(3);
 /// go whole: a dispatcher's round of up to `dispatcher.batch_size`).
 const MAX_MARKS: usize = 256;
 
-/// Which publisher's marks: the express path's are counted apart as well
+/// Whose marks a writer writes: the express path's are counted apart as well
 /// (`quire_events_published_express_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Publisher {
+pub enum PublishedBy {
     Dispatcher,
     Express,
 }
@@ -53,9 +53,9 @@ pub struct Marks {
 
 impl Marks {
     /// Starts the writer on the current runtime, marking as `claimer`.
-    pub fn start(pool: PgPool, claimer: String, publisher: Publisher) -> Self {
+    pub fn start(pool: PgPool, claimer: String, published_by: PublishedBy) -> Self {
         let (requests, pending) = mpsc::channel(MAX_MARKS * 4);
-        tokio::spawn(write_marks(pool, claimer, publisher, pending));
+        tokio::spawn(write_marks(pool, claimer, published_by, pending));
         Self { requests }
     }
 
@@ -86,7 +86,7 @@ impl Marks {
 async fn write_marks(
     pool: PgPool,
     claimer: String,
-    publisher: Publisher,
+    published_by: PublishedBy,
     mut pending: mpsc::Receiver<Request>,
 ) {
     let mut batch: Vec<Published> = Vec::with_capacity(MAX_MARKS);
@@ -111,7 +111,7 @@ async fn write_marks(
             }
         }
         if !batch.is_empty() {
-            write(&pool, &claimer, publisher, &batch).await;
+            write(&pool, &claimer, published_by, &batch).await;
             batch.clear();
         }
         for done in flushed.drain(..) {
@@ -120,7 +120,7 @@ async fn write_marks(
     }
 }
 
-async fn write(pool: &PgPool, claimer: &str, publisher: Publisher, batch: &[Published]) {
+async fn write(pool: &PgPool, claimer: &str, published_by: PublishedBy, batch: &[Published]) {
     let marked = async {
         let mut conn = pool.get().await?;
         outbox::mark_published(&mut conn, claimer, batch).await
@@ -129,7 +129,7 @@ async fn write(pool: &PgPool, claimer: &str, publisher: Publisher, batch: &[Publ
     match marked {
         Ok(marked) => {
             metrics::counter!(crate::metrics::EVENTS_PUBLISHED).increment(marked as u64);
-            if publisher == Publisher::Express {
+            if published_by == PublishedBy::Express {
                 metrics::counter!(crate::metrics::EVENTS_EXPRESS).increment(marked as u64);
             }
         }
