@@ -3,45 +3,14 @@
 //! A finish holding the job row while a trash (or a title edit) held the document and
 //! waited for the job used to deadlock, and PostgreSQL ended one of them.
 
-use diesel::sql_types::Bool;
 use diesel_async::RunQueryDsl;
 use quire_shared::fault_points::{self, Point};
 use quire_shared::states::JobStatus;
-use quire_shared::test_support::RunningService;
+use quire_shared::test_support::{RunningService, await_lock_wait};
 use reqwest::Method;
 use uuid::Uuid;
 
 use crate::helpers::{DEADLINE, TestApp, uuid_at};
-
-#[derive(diesel::QueryableByName)]
-struct Waiting {
-    #[diesel(sql_type = Bool)]
-    waiting: bool,
-}
-
-/// Waits (up to the deadline) until a session of this test's database waits for a lock.
-async fn await_lock_wait(app: &TestApp) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    let mut conn = app.pool.get().await.expect("connection");
-    loop {
-        let row: Waiting = diesel::sql_query(
-            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
-                            WHERE datname = current_database() AND wait_event_type = 'Lock') \
-             AS waiting",
-        )
-        .get_result(&mut conn)
-        .await
-        .expect("pg_stat_activity");
-        if row.waiting {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the request never waited for the finishing analysis"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-}
 
 /// What a request sent while a document's analysis holds its finish was answered.
 struct Raced {
@@ -69,7 +38,7 @@ async fn race_with_finish(
     let url = format!("{}/api/documents/{document_id}", app.address);
     let request = send(&app.http, url).bearer_auth(&app.token).send();
     let answer = tokio::spawn(request);
-    await_lock_wait(app).await;
+    await_lock_wait(&app.pool).await;
     held.release();
     let answer = answer
         .await
@@ -169,7 +138,7 @@ async fn a_restore_waits_for_a_held_purge_job_without_holding_the_document() {
                 .bearer_auth(&app.token)
                 .send();
             let answer = tokio::spawn(restore);
-            await_lock_wait(&app).await;
+            await_lock_wait(&app.pool).await;
             // The restore waits for the job; the document must still be free.
             diesel::sql_query("SELECT id FROM documents WHERE id = $1 FOR UPDATE")
                 .bind::<diesel::sql_types::Uuid, _>(document_id)

@@ -3,7 +3,9 @@
 //! history's own pages, or in pages added since. A row version written into a page that
 //! is not in shared buffers costs a read, a dirty page to write back and, after a
 //! checkpoint, a full-page image in the WAL: the statements' counters show those costs,
-//! this shows which pages took the rows.
+//! this shows which pages took the rows. The events' rows are counted in the partition
+//! that holds the history (`outbox_events_delivered`), where a phase's events end once
+//! published: a new event is written to the live partition, whose pages are all recent.
 
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Text, Uuid as SqlUuid};
@@ -25,7 +27,7 @@ pub struct Blocks {
 pub async fn blocks(conn: &mut AsyncPgConnection) -> Result<Blocks, DbError> {
     Ok(diesel::sql_query(
         "SELECT pg_relation_size('processing_jobs') / current_setting('block_size')::int8 AS jobs, \
-                pg_relation_size('outbox_events') / current_setting('block_size')::int8 AS events",
+                pg_relation_size('outbox_events_delivered') / current_setting('block_size')::int8 AS events",
     )
     .get_result(conn)
     .await?)
@@ -66,8 +68,8 @@ pub async fn placed(
              SELECT 'processing_jobs' AS tbl, (ctid::text::point)[0]::int8 AS block, $3 AS lo, $4 AS hi \
              FROM processing_jobs WHERE id >= $2 AND tenant_id = $1 \
              UNION ALL \
-             SELECT 'outbox_events', (ctid::text::point)[0]::int8, $5, $6 \
-             FROM outbox_events WHERE id >= $2 AND tenant_id = $1) \
+             SELECT 'outbox_events_delivered', (ctid::text::point)[0]::int8, $5, $6 \
+             FROM outbox_events_delivered WHERE id >= $2 AND tenant_id = $1) \
          SELECT tbl AS \"table\", count(*) AS rows, count(DISTINCT block) AS pages, \
                 count(*) FILTER (WHERE block < lo) AS before_history, \
                 count(*) FILTER (WHERE block >= lo AND block < hi) AS in_history, \

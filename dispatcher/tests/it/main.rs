@@ -5,6 +5,7 @@
 mod claim_recovery;
 mod lost_messages;
 mod message_shape;
+mod moved_rows;
 mod plans;
 mod redis_outage;
 mod rescuer;

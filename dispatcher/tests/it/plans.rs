@@ -42,7 +42,8 @@ const BATCH: i64 = 4;
 /// The backlog the statistics call empty.
 const BACKLOG: usize = 40_000;
 
-/// Blocks read so far in this transaction from the queue's two tables and their indexes.
+/// Blocks read so far in this transaction from the queue's two tables (the events' in
+/// both partitions) and their indexes.
 async fn blocks(conn: &mut AsyncPgConnection) -> Result<i64, DbError> {
     #[derive(diesel::QueryableByName)]
     struct Blocks {
@@ -50,10 +51,12 @@ async fn blocks(conn: &mut AsyncPgConnection) -> Result<i64, DbError> {
         blocks: i64,
     }
     Ok(diesel::sql_query(
-        "SELECT sum(pg_stat_get_xact_blocks_fetched(c.oid))::int8 AS blocks FROM pg_class AS c \
-         WHERE c.oid IN ('processing_jobs'::regclass, 'outbox_events'::regclass) \
-            OR c.oid IN (SELECT indexrelid FROM pg_index \
-                         WHERE indrelid IN ('processing_jobs'::regclass, 'outbox_events'::regclass))",
+        "WITH tables AS ( \
+             SELECT 'processing_jobs'::regclass AS oid \
+             UNION ALL SELECT relid FROM pg_partition_tree('outbox_events')) \
+         SELECT sum(pg_stat_get_xact_blocks_fetched(c.oid))::int8 AS blocks FROM pg_class AS c \
+         WHERE c.oid IN (SELECT oid FROM tables) \
+            OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM tables))",
     )
     .get_result::<Blocks>(conn)
     .await?

@@ -466,7 +466,8 @@ async fn a_round_reads_no_more_heap_pages_after_a_drain_than_before_it() {
     let mut conn = world.pool.get().await.expect("connection");
     diesel_async::SimpleAsyncConnection::batch_execute(
         &mut *conn,
-        "ALTER TABLE outbox_events SET (autovacuum_enabled = off); \
+        "ALTER TABLE outbox_events_live SET (autovacuum_enabled = off); \
+         ALTER TABLE outbox_events_delivered SET (autovacuum_enabled = off); \
          ALTER TABLE processing_jobs SET (autovacuum_enabled = off);",
     )
     .await

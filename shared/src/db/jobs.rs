@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::DbError;
 use super::documents::DocumentVersion;
+use super::moved::again_in_savepoint_if_moved;
 use super::prepared::Prepared;
 use super::schema::processing_jobs;
 use crate::broker::EventMessage;
@@ -917,20 +918,22 @@ pub async fn cancel_document_jobs(
     tenant_id: Uuid,
     document_id: Uuid,
 ) -> Result<usize, DbError> {
-    let cancelled = diesel::sql_query(concat!(
-        "WITH jobs AS ( \
+    let cancelled = again_in_savepoint_if_moved!(conn, {
+        diesel::sql_query(concat!(
+            "WITH jobs AS ( \
              UPDATE processing_jobs \
              SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
                  error_code = 'cancelled', error_message = 'the document was trashed', \
                  updated_at = now() \
              WHERE tenant_id = $1 AND document_id = $2 AND status IN ('QUEUED', 'RUNNING') \
              RETURNING id), ",
-        cancel_events_cte!()
-    ))
-    .bind::<SqlUuid, _>(tenant_id)
-    .bind::<SqlUuid, _>(document_id)
-    .get_result::<Count>(conn)
-    .await?;
+            cancel_events_cte!()
+        ))
+        .bind::<SqlUuid, _>(tenant_id)
+        .bind::<SqlUuid, _>(document_id)
+        .get_result::<Count>(conn)
+        .await
+    })?;
     Ok(counted_cancellations(cancelled))
 }
 
@@ -941,19 +944,21 @@ pub async fn cancel_jobs(
     job_ids: &[Uuid],
     safe_message: &str,
 ) -> Result<usize, DbError> {
-    let cancelled = diesel::sql_query(concat!(
-        "WITH jobs AS ( \
+    let cancelled = again_in_savepoint_if_moved!(conn, {
+        diesel::sql_query(concat!(
+            "WITH jobs AS ( \
              UPDATE processing_jobs \
              SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
                  error_code = 'cancelled', error_message = $2, updated_at = now() \
              WHERE id = ANY($1) AND status IN ('QUEUED', 'RUNNING') \
              RETURNING id), ",
-        cancel_events_cte!()
-    ))
-    .bind::<Array<SqlUuid>, _>(job_ids)
-    .bind::<Text, _>(bounded(safe_message))
-    .get_result::<Count>(conn)
-    .await?;
+            cancel_events_cte!()
+        ))
+        .bind::<Array<SqlUuid>, _>(job_ids)
+        .bind::<Text, _>(bounded(safe_message))
+        .get_result::<Count>(conn)
+        .await
+    })?;
     Ok(counted_cancellations(cancelled))
 }
 
@@ -966,21 +971,23 @@ pub async fn cancel_queued_document_jobs(
     job_type: &str,
     safe_message: &str,
 ) -> Result<usize, DbError> {
-    let cancelled = diesel::sql_query(concat!(
-        "WITH jobs AS ( \
+    let cancelled = again_in_savepoint_if_moved!(conn, {
+        diesel::sql_query(concat!(
+            "WITH jobs AS ( \
              UPDATE processing_jobs \
              SET status = 'CANCELLED', finished_at = now(), error_code = 'cancelled', \
                  error_message = $4, updated_at = now() \
              WHERE tenant_id = $1 AND document_id = $2 AND job_type = $3 AND status = 'QUEUED' \
              RETURNING id), ",
-        cancel_events_cte!()
-    ))
-    .bind::<SqlUuid, _>(tenant_id)
-    .bind::<SqlUuid, _>(document_id)
-    .bind::<Text, _>(job_type)
-    .bind::<Text, _>(bounded(safe_message))
-    .get_result::<Count>(conn)
-    .await?;
+            cancel_events_cte!()
+        ))
+        .bind::<SqlUuid, _>(tenant_id)
+        .bind::<SqlUuid, _>(document_id)
+        .bind::<Text, _>(job_type)
+        .bind::<Text, _>(bounded(safe_message))
+        .get_result::<Count>(conn)
+        .await
+    })?;
     Ok(counted_cancellations(cancelled))
 }
 

@@ -69,6 +69,7 @@ pub mod labels;
 pub mod maintenance;
 pub mod members;
 pub mod migrate;
+pub mod moved;
 pub mod named_objects;
 pub mod nonces;
 pub mod ops_sessions;

@@ -1,6 +1,7 @@
 //! Every SQL statement that moves an outbox event (DESIGN §4 step 2, §5). Several
 //! dispatchers may run at once: claims use `FOR UPDATE SKIP LOCKED` and every later write
-//! re-checks the claim it made.
+//! re-checks the claim it made. A statement that waited for an event a mark or a cancel
+//! moved out of the live partition meanwhile runs again ([`super::moved`]).
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use uuid::Uuid;
 
 use super::DbError;
 use super::jobs::{bounded, duration_millis};
+use super::moved::again_if_moved;
 use super::prepared::Prepared;
 use super::schema::outbox_events;
 use crate::states::EventStatus;
@@ -51,8 +53,9 @@ pub async fn claim_due_events(
     dispatcher_id: &str,
     limit: i64,
 ) -> Result<Vec<ClaimedEvent>, DbError> {
-    Ok(diesel::sql_query(
-        "UPDATE outbox_events \
+    Ok(again_if_moved!({
+        diesel::sql_query(
+            "UPDATE outbox_events \
          SET status = 'PUBLISHING', claimed_at = now(), claimed_by = $1 \
          WHERE id IN ( \
              SELECT id FROM outbox_events \
@@ -62,12 +65,13 @@ pub async fn claim_due_events(
              FOR UPDATE SKIP LOCKED) \
          AND status = 'PENDING' \
          RETURNING id, job_id, queue, message, publish_attempts, claimed_at",
-    )
-    .bind::<Text, _>(dispatcher_id)
-    .bind::<Int8, _>(limit)
-    .prepared()
-    .load::<ClaimedEvent>(conn)
-    .await?)
+        )
+        .bind::<Text, _>(dispatcher_id)
+        .bind::<Int8, _>(limit)
+        .prepared()
+        .load::<ClaimedEvent>(conn)
+        .await
+    })?)
 }
 
 /// `PUBLISHING → PUBLISHED` after Redis answered, for the events this dispatcher still
@@ -88,19 +92,20 @@ pub async fn mark_published(
 ) -> Result<usize, DbError> {
     let ids: Vec<Uuid> = published.iter().map(|p| p.event_id).collect();
     let task_ids: Vec<Uuid> = published.iter().map(|p| p.task_id).collect();
-    let marked = diesel::sql_query(
-        // `held` locks the batch's events by key alone, in id order; `marked` checks
-        // that each is still this dispatcher's claim. A status filter in `held` led the
-        // planner to intersect the key lookup with the `PUBLISHING` partial index,
-        // whose dead entries a bitmap scan visits again on every call (1 ms of a batch
-        // while a backlog drains; see `scheduler::begin_round`). Every guard on a row
-        // found by key is written `IS NOT DISTINCT FROM` (the `db` module's "Lookups
-        // by key"). `relaxed` commits it asynchronously from any session, as the
-        // dispatcher's sessions commit everything (docs/decisions.md, "Dispatcher"): a
-        // crash that undoes it leaves the claim, which the claim timeout returns and a
-        // round publishes again (a duplicate the worker's claim refuses). The express
-        // path marks from the API's sessions, whose commits wait for the WAL.
-        "WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)), \
+    let marked = again_if_moved!({
+        diesel::sql_query(
+            // `held` locks the batch's events by key alone, in id order; `marked` checks
+            // that each is still this dispatcher's claim. A status filter in `held` led the
+            // planner to intersect the key lookup with the `PUBLISHING` partial index,
+            // whose dead entries a bitmap scan visits again on every call (1 ms of a batch
+            // while a backlog drains; see `scheduler::begin_round`). Every guard on a row
+            // found by key is written `IS NOT DISTINCT FROM` (the `db` module's "Lookups
+            // by key"). `relaxed` commits it asynchronously from any session, as the
+            // dispatcher's sessions commit everything (docs/decisions.md, "Dispatcher"): a
+            // crash that undoes it leaves the claim, which the claim timeout returns and a
+            // round publishes again (a duplicate the worker's claim refuses). The express
+            // path marks from the API's sessions, whose commits wait for the WAL.
+            "WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)), \
          held AS ( \
              SELECT id FROM outbox_events WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
          marked AS ( \
@@ -122,13 +127,14 @@ pub async fn mark_published(
                AND j.status IS NOT DISTINCT FROM 'QUEUED' AND j.current_event_id = m.id \
              RETURNING j.id) \
          SELECT count(*) AS count FROM marked CROSS JOIN relaxed",
-    )
-    .bind::<Array<SqlUuid>, _>(ids)
-    .bind::<Array<SqlUuid>, _>(task_ids)
-    .bind::<Text, _>(dispatcher_id)
-    .prepared()
-    .get_result::<MarkedCount>(conn)
-    .await?;
+        )
+        .bind::<Array<SqlUuid>, _>(&ids)
+        .bind::<Array<SqlUuid>, _>(&task_ids)
+        .bind::<Text, _>(dispatcher_id)
+        .prepared()
+        .get_result::<MarkedCount>(conn)
+        .await
+    })?;
     Ok(usize::try_from(marked.count).unwrap_or(0))
 }
 
@@ -149,8 +155,9 @@ pub async fn release_for_retry(
 ) -> Result<usize, DbError> {
     let ids: Vec<Uuid> = retries.iter().map(|r| r.event_id).collect();
     let delays: Vec<i64> = retries.iter().map(|r| duration_millis(r.delay)).collect();
-    Ok(diesel::sql_query(
-        "WITH held AS ( \
+    Ok(again_if_moved!({
+        diesel::sql_query(
+            "WITH held AS ( \
              SELECT id FROM outbox_events \
              WHERE id = ANY($1) AND status = 'PUBLISHING' AND claimed_by = $3 \
              ORDER BY id FOR UPDATE) \
@@ -161,14 +168,15 @@ pub async fn release_for_retry(
          FROM unnest($1::uuid[], $2::int8[]) AS r(id, delay_ms) \
          WHERE e.id = r.id AND e.id IN (SELECT id FROM held) \
            AND e.status = 'PUBLISHING' AND e.claimed_by = $3",
-    )
-    .bind::<Array<SqlUuid>, _>(ids)
-    .bind::<Array<Int8>, _>(delays)
-    .bind::<Text, _>(dispatcher_id)
-    .bind::<Text, _>(bounded(safe_error))
-    .prepared()
-    .execute(conn)
-    .await?)
+        )
+        .bind::<Array<SqlUuid>, _>(&ids)
+        .bind::<Array<Int8>, _>(&delays)
+        .bind::<Text, _>(dispatcher_id)
+        .bind::<Text, _>(bounded(safe_error))
+        .prepared()
+        .execute(conn)
+        .await
+    })?)
 }
 
 /// `PUBLISHING → PENDING` for claims older than `claim_timeout`: their dispatcher died or
@@ -178,8 +186,9 @@ pub async fn recover_expired_claims(
     conn: &mut AsyncPgConnection,
     claim_timeout: Duration,
 ) -> Result<usize, DbError> {
-    Ok(diesel::sql_query(
-        "WITH held AS ( \
+    Ok(again_if_moved!({
+        diesel::sql_query(
+            "WITH held AS ( \
              SELECT id FROM outbox_events \
              WHERE status = 'PUBLISHING' AND claimed_at < now() - $1 * interval '1 millisecond' \
              ORDER BY id FOR UPDATE) \
@@ -187,10 +196,11 @@ pub async fn recover_expired_claims(
          SET status = 'PENDING', claimed_at = NULL, claimed_by = NULL \
          WHERE id IN (SELECT id FROM held) AND status = 'PUBLISHING' \
            AND claimed_at < now() - $1 * interval '1 millisecond'",
-    )
-    .bind::<Int8, _>(duration_millis(claim_timeout))
-    .execute(conn)
-    .await?)
+        )
+        .bind::<Int8, _>(duration_millis(claim_timeout))
+        .execute(conn)
+        .await
+    })?)
 }
 
 /// One event row as operators see it.

@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::DbError;
+use super::moved;
 use super::outbox::ClaimedEvent;
 use super::prepared::Prepared;
 use super::workers::LIVE_WITHIN_SECONDS;
@@ -216,21 +217,30 @@ pub async fn read_state(
 /// publisher pushes the claimed events to Redis while the commit is on its way, so the
 /// commit's round trip is not on the path of the job (docs/decisions.md, "The round
 /// commits while its messages travel"). On an error the transaction is rolled back
-/// here.
+/// here, and a claim PostgreSQL refused because a cancel moved one of its picked
+/// events out of the live partition meanwhile ([`super::moved`]) is planned again at
+/// once.
 pub async fn open_round(
     conn: &mut AsyncPgConnection,
     dispatcher_id: &str,
     limits: &Limits,
     default_cap: i64,
 ) -> Result<RoundClaims, DbError> {
-    begin_round(conn).await?;
-    let claimed = claim_in_round(conn, dispatcher_id, limits, default_cap).await;
-    if claimed.is_err() {
+    let mut attempt = 1;
+    loop {
+        begin_round(conn).await?;
+        let claimed = claim_in_round(conn, dispatcher_id, limits, default_cap).await;
+        let Err(error) = claimed else {
+            return claimed;
+        };
         // The claim's error is the one to report; a failed rollback leaves the
         // connection broken, and the pool discards it.
-        let _ = rollback_round(conn).await;
+        let rolled_back = rollback_round(conn).await.is_ok();
+        match &error {
+            DbError::Query(query) if rolled_back && moved::run_again(query, &mut attempt) => {}
+            _ => return Err(error),
+        }
     }
-    claimed
 }
 
 /// What a round claimed, and whether it saw more due than it planned.

@@ -315,8 +315,9 @@ pub async fn active_events(conn: &mut AsyncPgConnection) -> Result<ActiveEvents,
 }
 
 /// Delivered and cancelled events (`PUBLISHED`, `CANCELLED`), estimated from the
-/// status column's most common values that ANALYZE keeps, times the table's row
-/// estimate: a catalog read. Empty until the table was first analyzed.
+/// status column's most common values that ANALYZE keeps for the partition that holds
+/// them (`outbox_events_delivered`), times its row estimate: a catalog read. Empty until
+/// the partition was first analyzed.
 pub async fn finished_events_estimate(
     conn: &mut AsyncPgConnection,
 ) -> Result<Vec<EventCount>, DbError> {
@@ -327,7 +328,7 @@ pub async fn finished_events_estimate(
          JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename \
          CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[], s.most_common_freqs) \
            AS v(status, frequency) \
-         WHERE s.schemaname = current_schema() AND s.tablename = 'outbox_events' \
+         WHERE s.schemaname = current_schema() AND s.tablename = 'outbox_events_delivered' \
            AND s.attname = 'status' AND NOT s.inherited AND v.status IN ('PUBLISHED', 'CANCELLED') \
          ORDER BY v.status",
     )

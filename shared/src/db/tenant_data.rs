@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::DbError;
 use super::jobs::cancel_events_cte;
+use super::moved::again_in_savepoint_if_moved;
 
 async fn run_all(
     conn: &mut AsyncPgConnection,
@@ -77,8 +78,9 @@ pub async fn remove_other_jobs(
     except_job_id: Uuid,
 ) -> Result<(), DbError> {
     // A data-modifying CTE runs whether or not the main statement reads it.
-    diesel::sql_query(
-        "WITH queued AS ( \
+    again_in_savepoint_if_moved!(conn, {
+        diesel::sql_query(
+            "WITH queued AS ( \
              SELECT id FROM processing_jobs \
              WHERE tenant_id = $1 AND status = 'QUEUED' AND id <> $2 FOR UPDATE), \
          held_events AS ( \
@@ -86,24 +88,27 @@ pub async fn remove_other_jobs(
              ORDER BY id FOR UPDATE), \
          events AS (DELETE FROM outbox_events WHERE id IN (SELECT id FROM held_events)) \
          DELETE FROM processing_jobs WHERE id IN (SELECT id FROM queued)",
-    )
-    .bind::<SqlUuid, _>(tenant_id)
-    .bind::<SqlUuid, _>(except_job_id)
-    .execute(conn)
-    .await?;
-    diesel::sql_query(concat!(
-        "WITH jobs AS ( \
+        )
+        .bind::<SqlUuid, _>(tenant_id)
+        .bind::<SqlUuid, _>(except_job_id)
+        .execute(conn)
+        .await
+    })?;
+    again_in_savepoint_if_moved!(conn, {
+        diesel::sql_query(concat!(
+            "WITH jobs AS ( \
              UPDATE processing_jobs \
              SET status = 'CANCELLED', finished_at = now(), lease_expires_at = NULL, \
                  error_code = 'cancelled', error_message = 'the tenant was deleted', \
                  updated_at = now() \
              WHERE tenant_id = $1 AND status = 'RUNNING' AND id <> $2 \
              RETURNING id), ",
-        cancel_events_cte!()
-    ))
-    .bind::<SqlUuid, _>(tenant_id)
-    .bind::<SqlUuid, _>(except_job_id)
-    .execute(conn)
-    .await?;
+            cancel_events_cte!()
+        ))
+        .bind::<SqlUuid, _>(tenant_id)
+        .bind::<SqlUuid, _>(except_job_id)
+        .execute(conn)
+        .await
+    })?;
     Ok(())
 }

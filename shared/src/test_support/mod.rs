@@ -45,7 +45,7 @@ pub use seaweed_server::{
     SeaweedServer, TEST_S3_ACCESS_KEY_ID, TEST_S3_BUCKET, TEST_S3_SECRET_ACCESS_KEY,
 };
 pub use service::RunningService;
-pub use wait::{eventually, within};
+pub use wait::{await_lock_wait, eventually, within};
 
 use crate::config::{
     Profile, S3Settings, Settings, SettingsSource, StorageBackend, workspace_config_dir,

@@ -33,3 +33,28 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Waits (up to [`super::DEADLINE`]) until a session of `pool`'s database waits for a
+/// lock: a race test's sign that the statement it started is blocked on the row it holds.
+pub async fn await_lock_wait(pool: &crate::db::PgPool) {
+    #[derive(diesel::QueryableByName)]
+    struct Waiting {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        waiting: bool,
+    }
+    eventually(super::DEADLINE, "a session waits for a lock", || async {
+        let mut conn = pool.get().await.expect("connection");
+        let row: Waiting = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+                                WHERE datname = current_database() AND wait_event_type = 'Lock') \
+                 AS waiting",
+            ),
+            &mut conn,
+        )
+        .await
+        .expect("pg_stat_activity");
+        row.waiting.then_some(())
+    })
+    .await
+}
