@@ -16,7 +16,9 @@
 //! statement during the first seconds of the backlog's drain, while a trickle of jobs
 //! in the measured tenant runs the enqueue beside it (the logging slows the whole stack,
 //! so the drain is then measured over the jobs that finished after that window). Each
-//! phase also reports the server's waits and counters (`server.rs`), and the history
+//! phase starts once the server has settled (a checkpoint and the kernel's write-back of
+//! what the previous step wrote, `server.rs`), and reports the server's waits and counters,
+//! and the history
 //! phase where its rows landed in the heaps (`placement.rs`). The
 //! targets (issue 19): enqueue and
 //! drain with the history within 20 % of the empty database; the backlog drained at the

@@ -22,12 +22,23 @@ use tokio::task::JoinHandle;
 /// How often the server's processes are sampled.
 const PERIOD: Duration = Duration::from_millis(20);
 
+/// A phase starts once the kernel holds at most this much dirty page cache.
+const SETTLED_MIB: f64 = 64.0;
+
+/// How long a phase waits for the kernel's write-back before it starts anyway.
+const SETTLE_LIMIT: Duration = Duration::from_secs(600);
+
+/// How often the write-back is looked at while settling.
+const SETTLE_POLL: Duration = Duration::from_millis(200);
+
 /// The relations a phase's lines show: those read the most.
 const RELATIONS_SHOWN: usize = 12;
 
 /// The activity of a phase.
 #[derive(Debug, Default)]
 pub struct Activity {
+    /// Seconds the phase waited for the server to settle before it started.
+    pub settle_seconds: f64,
     pub samples: u64,
     /// (process, wait) → samples it was seen in. A process that runs on a core or waits
     /// for one has no wait event: it counts as `cpu`.
@@ -170,13 +181,18 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// Settles the server ([`settle`]), then samples it.
     pub async fn start(pool: &PgPool) -> anyhow::Result<Self> {
         let mut conn = pool.get().await?;
+        let settle_seconds = settle(&mut conn).await?;
         let start = Counters::read(&mut conn).await?;
         let relations_start = read_relations(&mut conn).await?;
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
-            let mut activity = Activity::default();
+            let mut activity = Activity {
+                settle_seconds,
+                ..Activity::default()
+            };
             let mut dirty_sum = 0.0;
             let mut ticks = tokio::time::interval(PERIOD);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -214,6 +230,26 @@ impl Sampler {
     }
 }
 
+/// Writes back what the previous steps left before a phase starts: a `CHECKPOINT`, then
+/// the kernel's dirty page cache down to [`SETTLED_MIB`] (at most [`SETTLE_LIMIT`]); the
+/// seconds it took. Seeding the history leaves gigabytes of dirty pages, which the kernel
+/// writes back for minutes; every commit's WAL flush queues behind them meanwhile, and a
+/// phase measured then measures the disk's write-back of the seeding (a database that
+/// holds six days of history wrote them long ago). Every phase settles alike, the empty
+/// one too. The checkpoint also means each page a phase touches first costs a full-page
+/// image, as it does after every checkpoint in production.
+async fn settle(conn: &mut AsyncPgConnection) -> anyhow::Result<f64> {
+    let started = tokio::time::Instant::now();
+    diesel::sql_query("CHECKPOINT")
+        .execute(conn)
+        .await
+        .context("failed to checkpoint before a phase")?;
+    while dirty_mib() > SETTLED_MIB && started.elapsed() < SETTLE_LIMIT {
+        tokio::time::sleep(SETTLE_POLL).await;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
 /// The kernel's dirty and writeback page cache, MiB (0 where /proc cannot tell).
 fn dirty_mib() -> f64 {
     procfs::Meminfo::current().map_or(0.0, |meminfo| {
@@ -237,6 +273,7 @@ impl Activity {
     pub fn json(&self) -> Value {
         let counters = &self.counters;
         json!({
+            "settle_seconds": self.settle_seconds,
             "samples": self.samples,
             "sample_ms": PERIOD.as_millis() as u64,
             "waits": self.busiest().iter().map(|((process, wait), count)| json!({
@@ -267,9 +304,10 @@ impl Activity {
     pub fn print(&self, phase: &str) {
         let counters = &self.counters;
         println!(
-            "  {phase}: {} samples; checkpoints {}, buffers written by checkpoints {} / the \
+            "  {phase}: settled in {:.0} s; {} samples; checkpoints {}, buffers written by checkpoints {} / the \
              background writer {} / backends {}, allocated {}; WAL {:.1} MiB, {} records, \
              {} full pages; dirty page cache {:.0} MiB mean, {:.0} max",
+            self.settle_seconds,
             self.samples,
             counters.checkpoints,
             counters.buffers_checkpoint,

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use diesel::sql_types::BigInt;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use quire_shared::db::jobs::{self, ClaimRequest, NewJob};
 use quire_shared::db::maintenance::{self, LostScope, Retention};
 use quire_shared::db::outbox::{self, Published};
@@ -184,6 +184,97 @@ async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empt
             blocks <= BLOCKS_PER_ROW,
             "{statement} read {blocks} blocks (a row, for the round and the mark) beside \
              {BACKLOG} queued jobs: {read:?}"
+        );
+    }
+}
+
+/// One round's claim and the mark of what it published, in blocks per event: the
+/// statements the dispatcher runs on every batch.
+async fn a_round_and_its_mark(
+    conn: &mut AsyncPgConnection,
+    limits: &Limits,
+    cap: i64,
+) -> Result<[(&'static str, i64); 2], DbError> {
+    let start = blocks(conn).await?;
+    let claimed = scheduler::claim_in_round(conn, "dispatcher-test", limits, cap)
+        .await?
+        .events;
+    let after_round = blocks(conn).await?;
+    let published: Vec<Published> = claimed
+        .iter()
+        .map(|event| Published {
+            event_id: event.id,
+            task_id: Uuid::now_v7(),
+        })
+        .collect();
+    let marked = outbox::mark_published(conn, "dispatcher-test", &published).await?;
+    let after_mark = blocks(conn).await?;
+    assert!(marked > 0, "the round claimed and marked events");
+    assert_eq!(marked, claimed.len());
+    let events = i64::try_from(marked).expect("a small batch");
+    Ok([
+        ("the round's read and claim", (after_round - start) / events),
+        ("the mark published", (after_mark - after_round) / events),
+    ])
+}
+
+/// A session plans a statement once and keeps that plan (a generic plan, after the
+/// first few runs). The dispatcher's first rounds on a new installation plan while the
+/// delivered partition of `outbox_events` is empty, where reading it whole is the
+/// cheapest plan; the same plans must still go by key once it holds a history. Before
+/// the round's claim and the mark stayed on the live partition (`db::live_event!`), each
+/// read the whole delivered partition on every call: 930 blocks a round in the bench.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_made_before_any_event_was_delivered_still_go_by_key_beside_a_history() {
+    let world = World::new().await;
+    let settings = &world.context.settings;
+    let limits = Limits {
+        batch_size: BATCH,
+        ..Limits::from_settings(settings)
+    };
+    let cap = settings.scheduling.max_running_per_tenant;
+    let mut conn = world.pool.get().await.expect("connection");
+    // No ANALYZE may replace the plans the test made, and the session keeps the generic
+    // plan from the first run (what it would choose after five).
+    conn.batch_execute(
+        "ALTER TABLE outbox_events_delivered SET (autovacuum_enabled = off); \
+         ALTER TABLE outbox_events_live SET (autovacuum_enabled = off); \
+         SET plan_cache_mode = force_generic_plan",
+    )
+    .await
+    .expect("the session's planning");
+    // A queue with a backlog, as the bench's first rounds see it: only the delivered
+    // partition is empty when the plans are made.
+    enqueue(&world, 5_000).await;
+
+    scheduler::begin_round(&mut conn).await.expect("a round");
+    a_round_and_its_mark(&mut conn, &limits, cap)
+        .await
+        .expect("the first round, on an empty history");
+    scheduler::rollback_round(&mut conn)
+        .await
+        .expect("the round's end");
+
+    // A history of delivered events (cancelled ones), planned for by no one.
+    let gone = enqueue(&world, 20_000).await;
+    for chunk in gone.chunks(1000) {
+        jobs::cancel_jobs(&mut conn, chunk, "gone before the test")
+            .await
+            .expect("cancel");
+    }
+
+    scheduler::begin_round(&mut conn).await.expect("a round");
+    let read = a_round_and_its_mark(&mut conn, &limits, cap)
+        .await
+        .expect("a round beside the history");
+    scheduler::rollback_round(&mut conn)
+        .await
+        .expect("the round's end");
+    for (statement, blocks) in read {
+        assert!(
+            blocks <= BLOCKS_PER_ROW,
+            "{statement} read {blocks} blocks an event beside 20,000 delivered events, in \
+             plans made when there were none: {read:?}"
         );
     }
 }

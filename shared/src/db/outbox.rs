@@ -94,26 +94,29 @@ pub async fn mark_published(
     let task_ids: Vec<Uuid> = published.iter().map(|p| p.task_id).collect();
     let marked = again_if_moved!({
         diesel::sql_query(
-            // `held` locks the batch's events by key alone, in id order; `marked` checks
-            // that each is still this dispatcher's claim. A status filter in `held` led the
-            // planner to intersect the key lookup with the `PUBLISHING` partial index,
-            // whose dead entries a bitmap scan visits again on every call (1 ms of a batch
-            // while a backlog drains; see `scheduler::begin_round`). Every guard on a row
-            // found by key is written `IS NOT DISTINCT FROM` (the `db` module's "Lookups
-            // by key"). `relaxed` commits it asynchronously from any session, as the
+            // `held` locks the batch's live events by key, in id order; `marked` checks
+            // that each is still this dispatcher's claim. Both stay on the live partition
+            // (`live_event!`). A filter of one status in `held` led the planner to
+            // intersect the key lookup with the `PUBLISHING` partial index, whose dead
+            // entries a bitmap scan visits again on every call (1 ms of a batch while a
+            // backlog drains; see `scheduler::begin_round`). Every guard on a row found
+            // by key is written `IS NOT DISTINCT FROM` (the `db` module's "Lookups by
+            // key"). `relaxed` commits it asynchronously from any session, as the
             // dispatcher's sessions commit everything (docs/decisions.md, "Dispatcher"): a
             // crash that undoes it leaves the claim, which the claim timeout returns and a
             // round publishes again (a duplicate the worker's claim refuses). The express
             // path marks from the API's sessions, whose commits wait for the WAL.
-            "WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)), \
+            concat!(
+                "WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)), \
          held AS ( \
-             SELECT id FROM outbox_events WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
+             SELECT id FROM outbox_events WHERE id = ANY($1) AND ", live_event!(), " \
+             ORDER BY id FOR UPDATE), \
          marked AS ( \
              UPDATE outbox_events AS e \
              SET status = 'PUBLISHED', published_at = now(), broker_task_id = p.task_id, \
                  last_error = NULL \
              FROM unnest($1::uuid[], $2::uuid[]) AS p(id, task_id) \
-             WHERE e.id = p.id AND e.id IN (SELECT id FROM held) \
+             WHERE e.id = p.id AND e.id IN (SELECT id FROM held) AND ", live_event!("e"), " \
                AND e.status IS NOT DISTINCT FROM 'PUBLISHING' AND e.claimed_by = $3 \
              RETURNING e.id, e.job_id), \
          locked AS ( \
@@ -126,7 +129,8 @@ pub async fn mark_published(
              WHERE j.id = m.job_id AND j.id IN (SELECT id FROM locked) \
                AND j.status IS NOT DISTINCT FROM 'QUEUED' AND j.current_event_id = m.id \
              RETURNING j.id) \
-         SELECT count(*) AS count FROM marked CROSS JOIN relaxed",
+         SELECT count(*) AS count FROM marked CROSS JOIN relaxed"
+            ),
         )
         .bind::<Array<SqlUuid>, _>(&ids)
         .bind::<Array<SqlUuid>, _>(&task_ids)

@@ -293,7 +293,7 @@ pub async fn claim(
     let priorities: Vec<&str> = groups.iter().map(|(p, _)| p.priority.as_str()).collect();
     let tenants: Vec<Uuid> = groups.iter().map(|(p, _)| p.tenant_id).collect();
     let counts: Vec<i64> = groups.iter().map(|(_, n)| *n).collect();
-    let claimed = diesel::sql_query(
+    let claimed = diesel::sql_query(concat!(
         "WITH w AS ( \
              SELECT * FROM unnest($2::text[], $3::text[], $4::uuid[], $5::int8[]) \
                  AS w(queue, priority, tenant_id, n) \
@@ -309,10 +309,13 @@ pub async fn claim(
                  FOR UPDATE SKIP LOCKED) AS e) \
          UPDATE outbox_events \
          SET status = 'PUBLISHING', claimed_at = now(), claimed_by = $1 \
-         WHERE id IN (SELECT id FROM picked) AND status IS NOT DISTINCT FROM 'PENDING' \
+         WHERE id IN (SELECT id FROM picked) AND ",
+        live_event!(),
+        " \
+           AND status IS NOT DISTINCT FROM 'PENDING' \
          RETURNING id, job_id, queue, message, publish_attempts, claimed_at, tenant_id, \
-             priority, next_attempt_at",
-    )
+             priority, next_attempt_at"
+    ))
     .bind::<Text, _>(dispatcher_id)
     .bind::<Array<Text>, _>(queues)
     .bind::<Array<Text>, _>(priorities)
