@@ -13,7 +13,7 @@ use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use quire_shared::db::jobs::{self, ClaimRequest, NewJob};
 use quire_shared::db::maintenance::{self, LostScope, Retention};
-use quire_shared::db::outbox::{self, Published};
+use quire_shared::db::outbox::{self, ClaimedEvent, Published};
 use quire_shared::db::stats;
 use quire_shared::db::{DbError, scheduler};
 use quire_shared::jobs::{BackgroundJob, BenchNoop};
@@ -118,19 +118,7 @@ async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empt
     scheduler::begin_round(&mut conn).await.expect("a round");
     let read = async {
         let conn = &mut *conn;
-        let start = blocks(conn).await?;
-        let claimed = scheduler::claim_in_round(conn, "dispatcher-test", &limits, cap)
-            .await?
-            .events;
-        let after_round = blocks(conn).await?;
-        let published: Vec<Published> = claimed
-            .iter()
-            .map(|event| Published {
-                event_id: event.id,
-                task_id: Uuid::now_v7(),
-            })
-            .collect();
-        let marked = outbox::mark_published(conn, "dispatcher-test", &published).await?;
+        let (claimed, published, [round, mark]) = a_round_and_its_mark(conn, &limits, cap).await?;
         let after_mark = blocks(conn).await?;
         let ([event, ..], [first, ..]) = (claimed.as_slice(), published.as_slice()) else {
             panic!("the round claimed no event");
@@ -162,13 +150,11 @@ async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empt
         .await?;
         let after_lost = blocks(conn).await?;
         assert_eq!(lost, 0, "nothing is lost");
-        assert_eq!(marked, claimed.len());
         assert!(finished, "the finish's fence holds");
-        let events = i64::try_from(claimed.len()).expect("a small batch");
         // Blocks per row each statement changed.
         Ok::<_, DbError>([
-            ("the round's read and claim", (after_round - start) / events),
-            ("the mark published", (after_mark - after_round) / events),
+            round,
+            mark,
             ("the worker's claim", after_claim - after_mark),
             ("the finish", after_finish - after_claim),
             ("a lost-message pass", after_lost - after_finish),
@@ -188,13 +174,14 @@ async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empt
     }
 }
 
-/// One round's claim and the mark of what it published, in blocks per event: the
-/// statements the dispatcher runs on every batch.
+/// One round's claim and the mark of what it published (the statements the dispatcher
+/// runs on every batch): the events, their publications, and the blocks each statement
+/// read per event.
 async fn a_round_and_its_mark(
     conn: &mut AsyncPgConnection,
     limits: &Limits,
     cap: i64,
-) -> Result<[(&'static str, i64); 2], DbError> {
+) -> Result<(Vec<ClaimedEvent>, Vec<Published>, [(&'static str, i64); 2]), DbError> {
     let start = blocks(conn).await?;
     let claimed = scheduler::claim_in_round(conn, "dispatcher-test", limits, cap)
         .await?
@@ -212,10 +199,11 @@ async fn a_round_and_its_mark(
     assert!(marked > 0, "the round claimed and marked events");
     assert_eq!(marked, claimed.len());
     let events = i64::try_from(marked).expect("a small batch");
-    Ok([
+    let read = [
         ("the round's read and claim", (after_round - start) / events),
         ("the mark published", (after_mark - after_round) / events),
-    ])
+    ];
+    Ok((claimed, published, read))
 }
 
 /// A session plans a statement once and keeps that plan (a generic plan, after the
@@ -264,7 +252,7 @@ async fn plans_made_before_any_event_was_delivered_still_go_by_key_beside_a_hist
     }
 
     scheduler::begin_round(&mut conn).await.expect("a round");
-    let read = a_round_and_its_mark(&mut conn, &limits, cap)
+    let (_, _, read) = a_round_and_its_mark(&mut conn, &limits, cap)
         .await
         .expect("a round beside the history");
     scheduler::rollback_round(&mut conn)
