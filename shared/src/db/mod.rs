@@ -232,6 +232,22 @@ pub enum PlanMode {
     /// custom plan cheaper — it sees three ids where a generic plan guesses a hundred —
     /// so it planned the batch claim again on every call: 0.86 ms of planning for
     /// 0.6 ms of execution (pg_stat_statements over an integrity drain).
+    ///
+    /// Also `enable_seqscan = off`. The one plan is made on the tables as they are at
+    /// the statement's first run, and kept until an ANALYZE of a table it reads makes
+    /// PostgreSQL plan again (autovacuum's next minute, or later). On a new
+    /// installation's first jobs, reading `processing_jobs` whole and hashing it is the
+    /// cheapest way to find a batch's rows by key, and that plan then read the whole
+    /// queue on every call as it grew: the worker's claim and finish, 195 and 189 blocks
+    /// a job beside 41,000 jobs, where by key they read 21 and 15
+    /// (`plans::plans_made_on_a_small_queue_still_go_by_key_beside_a_large_one`). The
+    /// statements of these sessions find their rows by key or along an index, so
+    /// without sequential scans their plans are the same at any size. The setting only
+    /// prices a sequential scan out of the choice: a statement with no other way still
+    /// reads its table whole, and one that reads most of a table goes along an index,
+    /// a constant factor dearer, where a plan kept from a small table could cost the
+    /// whole table per row. The round sets the same in its own transaction
+    /// (`scheduler::begin_round`), whatever session runs it.
     Generic,
 }
 
@@ -314,6 +330,7 @@ impl SessionMode {
         }
         if self.plans == PlanMode::Generic {
             statements.push("SET plan_cache_mode = force_generic_plan".to_owned());
+            statements.push("SET enable_seqscan = off".to_owned());
         }
         statements.join("; ")
     }
