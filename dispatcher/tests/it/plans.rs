@@ -63,6 +63,28 @@ async fn blocks(conn: &mut AsyncPgConnection) -> Result<i64, DbError> {
     .blocks)
 }
 
+/// What a round of these tests plans with: few events ([`BATCH`]), the rest as
+/// configured; and the tenants' running cap.
+fn round_limits(world: &World) -> (Limits, i64) {
+    let settings = &world.context.settings;
+    let limits = Limits {
+        batch_size: BATCH,
+        ..Limits::from_settings(settings)
+    };
+    (limits, settings.scheduling.max_running_per_tenant)
+}
+
+/// Each claimed event pushed, as Redis would have acknowledged it: a task of its own.
+fn publications(claimed: &[ClaimedEvent]) -> Vec<Published> {
+    claimed
+        .iter()
+        .map(|event| Published {
+            event_id: event.id,
+            task_id: Uuid::now_v7(),
+        })
+        .collect()
+}
+
 /// Each statement of `read` (its name, the blocks it read per row it changed) went by
 /// key beside `beside`.
 fn assert_by_key(read: &[(&str, i64)], beside: &str) {
@@ -118,12 +140,7 @@ async fn the_path_of_a_job_goes_by_key_beside_a_backlog_the_statistics_call_empt
     an_idle_vacuumed_queue(&world, 3_000).await;
     enqueue(&world, BACKLOG).await;
 
-    let settings = &world.context.settings;
-    let limits = Limits {
-        batch_size: BATCH,
-        ..Limits::from_settings(settings)
-    };
-    let cap = settings.scheduling.max_running_per_tenant;
+    let (limits, cap) = round_limits(&world);
     let mut conn = world.pool.get().await.expect("connection");
     // The whole path in the round's transaction: the block counters are per transaction.
     scheduler::begin_round(&mut conn).await.expect("a round");
@@ -195,13 +212,7 @@ async fn a_round_and_its_mark(
         .await?
         .events;
     let after_round = blocks(conn).await?;
-    let published: Vec<Published> = claimed
-        .iter()
-        .map(|event| Published {
-            event_id: event.id,
-            task_id: Uuid::now_v7(),
-        })
-        .collect();
+    let published = publications(&claimed);
     let marked = outbox::mark_published(conn, "dispatcher-test", &published).await?;
     let after_mark = blocks(conn).await?;
     assert!(marked > 0, "the round claimed and marked events");
@@ -225,12 +236,7 @@ async fn a_round_and_its_mark(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plans_made_before_any_event_was_delivered_still_go_by_key_beside_a_history() {
     let world = World::new().await;
-    let settings = &world.context.settings;
-    let limits = Limits {
-        batch_size: BATCH,
-        ..Limits::from_settings(settings)
-    };
-    let cap = settings.scheduling.max_running_per_tenant;
+    let (limits, cap) = round_limits(&world);
     let mut conn = world.pool.get().await.expect("connection");
     // No ANALYZE may replace the plans the test made, and the session keeps the generic
     // plan from the first run (what it would choose after five).
@@ -334,25 +340,14 @@ async fn a_batch_through_service_sessions(
     dispatcher: &mut AsyncPgConnection,
     worker: &mut AsyncPgConnection,
 ) -> Result<[(&'static str, i64); 3], DbError> {
-    let settings = &world.context.settings;
-    let limits = Limits {
-        batch_size: BATCH,
-        ..Limits::from_settings(settings)
-    };
-    let cap = settings.scheduling.max_running_per_tenant;
+    let (limits, cap) = round_limits(world);
     let mut conn = world.pool.get().await.expect("connection");
     scheduler::begin_round(&mut conn).await?;
     let claimed = scheduler::claim_in_round(&mut conn, "dispatcher-test", &limits, cap)
         .await?
         .events;
     scheduler::commit_round(&mut conn).await?;
-    let published: Vec<Published> = claimed
-        .iter()
-        .map(|event| Published {
-            event_id: event.id,
-            task_id: Uuid::now_v7(),
-        })
-        .collect();
+    let published = publications(&claimed);
     let rows = i64::try_from(claimed.len()).expect("a small batch");
     assert!(rows > 0, "the round claimed events");
 
