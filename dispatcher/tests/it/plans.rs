@@ -351,11 +351,13 @@ async fn a_batch_through_service_sessions(
     let rows = i64::try_from(claimed.len()).expect("a small batch");
     assert!(rows > 0, "the round claimed events");
 
-    dispatcher.batch_execute("BEGIN").await?;
-    let start = blocks(dispatcher).await?;
-    let marked = outbox::mark_published(dispatcher, "dispatcher-test", &published).await?;
-    let mark = blocks(dispatcher).await? - start;
-    dispatcher.batch_execute("COMMIT").await?;
+    let (marked, mark) = dispatcher
+        .transaction::<_, DbError, _>(async |conn| {
+            let start = blocks(conn).await?;
+            let marked = outbox::mark_published(conn, "dispatcher-test", &published).await?;
+            Ok((marked, blocks(conn).await? - start))
+        })
+        .await?;
     assert_eq!(marked, claimed.len(), "the mark holds");
 
     let requests: Vec<ClaimRequest> = claimed
@@ -367,17 +369,26 @@ async fn a_batch_through_service_sessions(
             task_id: publication.task_id,
         })
         .collect();
-    worker.batch_execute("BEGIN").await?;
-    let start = blocks(worker).await?;
-    let jobs = jobs::claim_jobs(worker, &requests, "worker-test", Duration::from_secs(60)).await?;
-    let after_claim = blocks(worker).await?;
-    let fences: Vec<_> = jobs
-        .iter()
-        .map(|claimed| claimed.job.fence().expect("fence"))
-        .collect();
-    let finished = jobs::mark_succeeded_many(worker, &fences).await?;
-    let after_finish = blocks(worker).await?;
-    worker.batch_execute("COMMIT").await?;
+    let (jobs, finished, claim, finish) = worker
+        .transaction::<_, DbError, _>(async |conn| {
+            let start = blocks(conn).await?;
+            let jobs =
+                jobs::claim_jobs(conn, &requests, "worker-test", Duration::from_secs(60)).await?;
+            let after_claim = blocks(conn).await?;
+            let fences: Vec<_> = jobs
+                .iter()
+                .map(|claimed| claimed.job.fence().expect("fence"))
+                .collect();
+            let finished = jobs::mark_succeeded_many(conn, &fences).await?;
+            let after_finish = blocks(conn).await?;
+            Ok((
+                jobs,
+                finished,
+                after_claim - start,
+                after_finish - after_claim,
+            ))
+        })
+        .await?;
     assert_eq!(
         (jobs.len(), finished.len()),
         (claimed.len(), claimed.len()),
@@ -385,8 +396,8 @@ async fn a_batch_through_service_sessions(
     );
     Ok([
         ("the mark", mark / rows),
-        ("the worker's claim", (after_claim - start) / rows),
-        ("the finish", (after_finish - after_claim) / rows),
+        ("the worker's claim", claim / rows),
+        ("the finish", finish / rows),
     ])
 }
 
