@@ -106,7 +106,9 @@ impl Application {
         let events = events::EventHub::new(
             settings.events.max_streams_per_tenant,
             settings.events.max_streams,
-            settings.database.pool_size,
+            settings
+                .database
+                .pool_size_or(quire_shared::config::DEFAULT_POOL_SIZE),
         );
         let connector = quire_shared::db::PgConnector::parse(settings.database.url.expose())
             .context("invalid database url")?;

@@ -36,11 +36,15 @@ impl Stack {
         }
         let workers = (0..args.workers)
             .map(|_| {
+                // Its pool is the worker's own default: a connection per slot, the
+                // claim's and the completer's. Every slot may analyze: an analyze pass
+                // runs --slots analyses at once, as its by-hand pass runs the tools.
                 launch("quire-worker", scope)?
                     .env("QUIRE__WORKER__CONCURRENCY", args.slots.to_string())
-                    // What the worker asks for: a connection per slot, the claim's and the
-                    // completer's.
-                    .env("QUIRE__DATABASE__POOL_SIZE", (args.slots + 2).to_string())
+                    .env(
+                        "QUIRE__WORKER__ANALYSIS_CONCURRENCY",
+                        args.slots.to_string(),
+                    )
                     .spawn()
             })
             .collect::<Result<Vec<_>, _>>()?;

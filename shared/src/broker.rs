@@ -100,14 +100,15 @@ pub fn push(pipeline: &mut redis::Pipeline, list: &str, message: &str) {
 }
 
 /// Pops up to `count` messages from the tail of the first of `lists` that has any,
-/// oldest first, waiting at most `timeout_seconds` for one to arrive; `None` when every
-/// list stayed empty. Atomic: a message is either returned or still in its list.
+/// oldest first, waiting at most `timeout_seconds` for one to arrive: that list's name
+/// and its messages, `None` when every list stayed empty. Atomic: a message is either
+/// returned or still in its list.
 pub async fn pop(
     conn: &mut BlockingConnection,
     lists: &[String],
     timeout_seconds: u64,
     count: usize,
-) -> Result<Option<Vec<String>>, BrokerError> {
+) -> Result<Option<(String, Vec<String>)>, BrokerError> {
     let popped: Option<(String, Vec<String>)> = redis::cmd("BLMPOP")
         .arg(timeout_seconds)
         .arg(lists.len())
@@ -117,7 +118,7 @@ pub async fn pop(
         .arg(count)
         .query_async(conn)
         .await?;
-    Ok(popped.map(|(_list, messages)| messages))
+    Ok(popped)
 }
 
 /// The raw oldest message of each job type's list (its tail, `None` when empty), in the

@@ -223,7 +223,8 @@ pub struct AnalysisSettings {
     pub max_image_dimension: u32,
     /// Memory one image may cost the worker, decoded and prepared for the thumbnail and
     /// OCR. A PNG over it at full size is decoded reduced; any other image over it is
-    /// refused (`image_too_large`). A worker holds at most `worker.concurrency` of these.
+    /// refused (`image_too_large`). A worker holds at most `worker.analysis_concurrency`
+    /// of these.
     pub image_memory_budget_mb: u64,
     /// A PDF whose streams inflate to more than this is refused (a decompression bomb).
     pub max_pdf_inflated_mb: u64,
@@ -282,7 +283,9 @@ impl ServerSettings {
 #[serde(deny_unknown_fields)]
 pub struct DatabaseSettings {
     pub url: Secret,
-    pub pool_size: usize,
+    /// Connections per process at most; unset, each process takes what it needs
+    /// ([`DEFAULT_POOL_SIZE`], a worker [`Settings::worker_pool_size`]).
+    pub pool_size: Option<usize>,
     pub connect_timeout_seconds: u64,
     /// `statement_timeout` of each kind of session (`db::SessionKind`), set on every
     /// pooled connection when it is opened.
@@ -293,6 +296,16 @@ pub struct DatabaseSettings {
     /// mid-transaction otherwise holds its row and advisory locks until the server's
     /// TCP notices, hours later, and every process that needs them waits.
     pub idle_in_transaction_timeout_ms: u64,
+}
+
+/// Connections per process when `database.pool_size` is unset, but for a worker's.
+pub const DEFAULT_POOL_SIZE: usize = 10;
+
+impl DatabaseSettings {
+    /// The pool's size: `pool_size`, or `default` when it is unset.
+    pub fn pool_size_or(&self, default: usize) -> usize {
+        self.pool_size.unwrap_or(default)
+    }
 }
 
 /// Milliseconds a statement may run, per kind of session; 0 means no limit.
@@ -546,7 +559,12 @@ impl DispatcherSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerSettings {
+    /// Jobs one worker process runs at once (its slots).
     pub concurrency: usize,
+    /// Of those, the most that hold an analysis slot (`BackgroundJob::ANALYSIS_SLOT`: they
+    /// decode images and run the tools) at once: a worker's memory is sized by these, not
+    /// by its slots.
+    pub analysis_concurrency: usize,
     pub queues: Vec<String>,
     pub lease_seconds: u64,
     pub pop_timeout_seconds: u64,
@@ -598,6 +616,13 @@ impl SettingsSource {
 }
 
 impl Settings {
+    /// A worker's pool: `database.pool_size`, or what it needs when unset: a connection
+    /// per slot (a running job may hold one) and one each for the batch claim and the
+    /// completer.
+    pub fn worker_pool_size(&self) -> usize {
+        self.database.pool_size_or(self.worker.concurrency + 2)
+    }
+
     /// Settings for this process, from files and environment.
     pub fn load() -> Result<(Self, Profile), SettingsError> {
         let source = SettingsSource::from_process_env()?;
@@ -651,8 +676,13 @@ impl Settings {
                 return unsafe_setting("analysis.sandbox = \"none\" runs tools unconfined");
             }
         }
-        if self.worker.concurrency == 0 {
-            return unsafe_setting("worker.concurrency must be at least 1");
+        if self.worker.concurrency == 0 || self.worker.analysis_concurrency == 0 {
+            return unsafe_setting(
+                "worker.concurrency and worker.analysis_concurrency must be at least 1",
+            );
+        }
+        if self.database.pool_size == Some(0) {
+            return unsafe_setting("database.pool_size must be at least 1");
         }
         if self.jobs.max_attempts < 1 {
             return unsafe_setting("jobs.max_attempts must be at least 1");
@@ -969,6 +999,34 @@ mod tests {
             assert!(
                 Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
                 "{key} = {value} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unset_pool_is_what_each_process_needs_and_a_set_one_is_the_bound() {
+        let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
+        assert_eq!(defaults.database.pool_size, None);
+        assert_eq!(defaults.database.pool_size_or(DEFAULT_POOL_SIZE), 10);
+        assert_eq!(defaults.worker_pool_size(), defaults.worker.concurrency + 2);
+        let set = Settings::from_source(&source(
+            Profile::Development,
+            &[
+                ("QUIRE__DATABASE__POOL_SIZE", "5"),
+                ("QUIRE__WORKER__CONCURRENCY", "32"),
+            ],
+        ))
+        .expect("settings");
+        assert_eq!(set.worker_pool_size(), 5);
+        assert_eq!(set.database.pool_size_or(DEFAULT_POOL_SIZE), 5);
+        for key in [
+            "QUIRE__DATABASE__POOL_SIZE",
+            "QUIRE__WORKER__CONCURRENCY",
+            "QUIRE__WORKER__ANALYSIS_CONCURRENCY",
+        ] {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, "0")])).is_err(),
+                "{key} = 0 was accepted"
             );
         }
     }

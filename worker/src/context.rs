@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use quire_shared::config::Settings;
+use quire_shared::config::{DatabaseSettings, Settings};
 use quire_shared::db::{self, PgPool};
 use quire_shared::jobs::{JobContext, RetryClass};
 use quire_shared::retry::Backoff;
@@ -26,7 +26,11 @@ pub struct WorkerContext {
 impl WorkerContext {
     /// Starts the completion writer: call it inside the runtime.
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
-        let pool = db::build_pool_with(&settings.database, db::SessionKind::Worker)?;
+        let database = DatabaseSettings {
+            pool_size: Some(settings.worker_pool_size()),
+            ..settings.database.clone()
+        };
+        let pool = db::build_pool_with(&database, db::SessionKind::Worker)?;
         let store = quire_shared::storage::build(&settings.storage)
             .context("failed to open the object store")?;
         Ok(Self {

@@ -31,10 +31,12 @@ enum Ended {
     Stopped,
 }
 
-/// One message popped from Redis, with the slot it will run in.
+/// One message popped from Redis, with the slot it will run in (and its analysis slot,
+/// when its type needs one).
 pub struct Delivery {
     pub raw: String,
     pub permit: OwnedSemaphorePermit,
+    pub analysis: Option<OwnedSemaphorePermit>,
 }
 
 /// A job this worker claimed, ready to run in its slot.
@@ -42,6 +44,7 @@ pub struct Claimed {
     message: WireMessage,
     claimed: ClaimedJob,
     permit: OwnedSemaphorePermit,
+    analysis: Option<OwnedSemaphorePermit>,
 }
 
 /// Parses a batch of popped messages and claims their jobs in one guarded statement.
@@ -50,9 +53,9 @@ pub struct Claimed {
 /// that claims nothing — its job runs elsewhere, finished, was cancelled, or it carries
 /// an older event — is counted as a duplicate and its slot freed.
 pub async fn claim(context: &WorkerContext, deliveries: Vec<Delivery>) -> Vec<Claimed> {
-    let mut pending: Vec<(WireMessage, OwnedSemaphorePermit)> = deliveries
+    let mut pending: Vec<(WireMessage, Delivery)> = deliveries
         .into_iter()
-        .filter_map(|delivery| parse(&delivery.raw).map(|message| (message, delivery.permit)))
+        .filter_map(|delivery| parse(&delivery.raw).map(|message| (message, delivery)))
         .collect();
     if pending.is_empty() {
         return Vec::new();
@@ -87,11 +90,12 @@ pub async fn claim(context: &WorkerContext, deliveries: Vec<Delivery>) -> Vec<Cl
         }) else {
             continue;
         };
-        let (message, permit) = pending.swap_remove(position);
+        let (message, delivery) = pending.swap_remove(position);
         ready.push(Claimed {
             message,
             claimed,
-            permit,
+            permit: delivery.permit,
+            analysis: delivery.analysis,
         });
     }
     for (message, _) in &pending {
@@ -132,6 +136,7 @@ pub async fn run(context: &Arc<WorkerContext>, claimed: Claimed, stop: &Cancella
         message,
         claimed,
         permit,
+        analysis,
     } = claimed;
     let span = tracing::info_span!(
         "job",
@@ -143,7 +148,7 @@ pub async fn run(context: &Arc<WorkerContext>, claimed: Claimed, stop: &Cancella
         request_id = message.request_id.as_deref().unwrap_or_default(),
     );
     // The slot is freed when the job ends, or once its finish is handed to the completer.
-    if let Err(error) = process(context, claimed, stop, permit)
+    if let Err(error) = process(context, claimed, stop, permit, analysis)
         .instrument(span.clone())
         .await
     {
@@ -156,6 +161,7 @@ async fn process(
     claimed: ClaimedJob,
     stop: &CancellationToken,
     slot: OwnedSemaphorePermit,
+    analysis: Option<OwnedSemaphorePermit>,
 ) -> anyhow::Result<()> {
     let tenant_status = claimed.tenant_status;
     let job = claimed.job;
@@ -199,6 +205,9 @@ async fn process(
             (Some(handler), ended)
         }
     };
+    // The run's images and tools are gone: the next analysis may start while this one
+    // writes its outcome back.
+    drop(analysis);
     // A retry waits as the type's retry class says (webhook deliveries have their own).
     let backoff = handler.as_ref().map_or(context.retry_backoff, |handler| {
         context.backoff_for(handler.retry)

@@ -16,6 +16,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::analysis_slots::AnalysisSlots;
 use crate::context::WorkerContext;
 use crate::executor::{self, Delivery};
 
@@ -24,6 +25,7 @@ pub async fn run(
     settings: &Settings,
     mut keys: Vec<String>,
     slots: Arc<Semaphore>,
+    analyses: AnalysisSlots,
     shutdown: CancellationToken,
 ) {
     let pop_timeout = settings.worker.pop_timeout_seconds.max(1);
@@ -59,19 +61,29 @@ pub async fn run(
                 }
             },
         };
-        // As many messages as there are free slots: one pop and one claim for the batch.
-        // Only this loop takes permits, so the ones counted here are still free after
-        // the pop.
-        let want = 1 + slots.available_permits();
+        // As many messages as there are free slots (and analysis slots, when the pop may
+        // take analyses): one pop and one claim for the batch. Only this loop takes
+        // permits, so the ones counted here are still free after the pop.
+        let Some(plan) = analyses.plan(&keys, 1 + slots.available_permits()) else {
+            // Every list of this worker needs an analysis slot, and none is free.
+            tokio::select! {
+                _ = analyses.freed() => continue,
+                _ = shutdown.cancelled() => break,
+            }
+        };
         // Not raced against shutdown: dropping a pop Redis already answered would lose
         // the messages. Shutdown waits at most one pop timeout.
-        let popped =
-            tokio::time::timeout(pop_guard, broker::pop(&mut conn, &keys, pop_timeout, want)).await;
+        let popped = tokio::time::timeout(
+            pop_guard,
+            broker::pop(&mut conn, &plan.lists, pop_timeout, plan.count),
+        )
+        .await;
+        drop(plan);
         // The next pop looks at the next list first: every queue with messages gets a
         // turn at the head, whatever the others hold.
         keys.rotate_left(1);
         match popped {
-            Ok(Ok(Some(raws))) => {
+            Ok(Ok(Some((list, raws)))) => {
                 let mut permits = vec![permit];
                 while permits.len() < raws.len() {
                     match Arc::clone(&slots).try_acquire_owned() {
@@ -79,10 +91,16 @@ pub async fn run(
                         Err(_) => break,
                     }
                 }
+                let analysis_slots = analyses.take(&list, raws.len());
                 let deliveries: Vec<Delivery> = raws
                     .into_iter()
                     .zip(permits)
-                    .map(|(raw, permit)| Delivery { raw, permit })
+                    .zip(analysis_slots)
+                    .map(|((raw, permit), analysis)| Delivery {
+                        raw,
+                        permit,
+                        analysis,
+                    })
                     .collect();
                 // The claim runs beside the next pop: the loop goes back to Redis as
                 // soon as a slot is free, not when this batch's claim has committed.

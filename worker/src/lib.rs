@@ -2,6 +2,7 @@
 //! in PostgreSQL, runs it and writes the outcome back fenced by status, worker and
 //! attempt (DESIGN §4 steps 3–6).
 
+mod analysis_slots;
 mod completer;
 mod context;
 mod executor;
@@ -38,9 +39,19 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         .iter()
         .map(|job_type| broker::queue_key(&settings.redis.namespace, job_type))
         .collect();
+    let analyses = analysis_slots::AnalysisSlots::new(
+        settings.worker.analysis_concurrency,
+        served
+            .iter()
+            .filter(|job_type| {
+                quire_shared::jobs::find(job_type).is_some_and(|t| t.spec().analysis_slot)
+            })
+            .map(|job_type| broker::queue_key(&settings.redis.namespace, job_type)),
+    );
     tracing::info!(
         worker_id = %context.worker_id(),
         concurrency = settings.worker.concurrency,
+        analysis_concurrency = settings.worker.analysis_concurrency,
         queues = ?served,
         "worker started"
     );
@@ -53,7 +64,15 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         served.clone(),
         shutdown.clone(),
     ));
-    fetcher::run(Arc::clone(&context), &settings, keys, slots, shutdown).await;
+    fetcher::run(
+        Arc::clone(&context),
+        &settings,
+        keys,
+        slots,
+        analyses,
+        shutdown,
+    )
+    .await;
     let _ = reporting.await;
     presence::forget(&context).await;
     tracing::info!("worker stopped");
@@ -105,9 +124,9 @@ async fn check_tool_sandbox(settings: &Settings, served: &[String]) -> anyhow::R
 /// their own: with fewer, jobs wait for a connection and their latency grows with load.
 fn warn_if_pool_too_small(settings: &Settings) {
     let wanted = settings.worker.concurrency + 2;
-    if settings.database.pool_size < wanted {
+    if settings.worker_pool_size() < wanted {
         tracing::warn!(
-            pool_size = settings.database.pool_size,
+            pool_size = settings.worker_pool_size(),
             concurrency = settings.worker.concurrency,
             wanted,
             "database.pool_size is below worker.concurrency + 2: jobs will wait for connections"

@@ -3,6 +3,7 @@
 
 mod admin_metrics;
 mod analysis;
+mod analysis_slots;
 mod contract;
 mod dashboard;
 mod date_settings;

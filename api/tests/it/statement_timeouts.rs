@@ -137,7 +137,7 @@ async fn an_api_request_past_its_statement_timeout_answers_503_and_its_connectio
     let mut context = TestContext::new().await;
     context.settings.database.statement_timeout_ms.api = 300;
     // One connection: the request after the timeout must reuse the one that timed out.
-    context.settings.database.pool_size = 1;
+    context.settings.database.pool_size = Some(1);
     let app = TestApp::spawn_in(context).await;
     // A listing that cannot finish: another session holds the documents table. Without a
     // statement timeout the request would wait for as long as the lock is held.

@@ -118,7 +118,7 @@ use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
 
-use crate::config::DatabaseSettings;
+use crate::config::{DEFAULT_POOL_SIZE, DatabaseSettings};
 
 pub use connect::{ConnectError, PgConnector, SslMode};
 
@@ -367,7 +367,7 @@ pub fn build_pool_with(settings: &DatabaseSettings, kind: SessionKind) -> Result
     );
     let timeout = Duration::from_secs(settings.connect_timeout_seconds);
     Pool::builder(manager)
-        .max_size(settings.pool_size)
+        .max_size(settings.pool_size_or(DEFAULT_POOL_SIZE))
         .wait_timeout(Some(timeout))
         .create_timeout(Some(timeout))
         .runtime(deadpool_runtime())

@@ -29,6 +29,9 @@ pub struct JobSpec {
     pub owns_document_status: bool,
     #[serde(skip)]
     pub public: bool,
+    /// Runs only in one of a worker's analysis slots (`BackgroundJob::ANALYSIS_SLOT`).
+    #[serde(skip)]
+    pub analysis_slot: bool,
 }
 
 impl JobSpec {
@@ -43,6 +46,7 @@ impl JobSpec {
             work: J::DESCRIPTION.work,
             owns_document_status: J::OWNS_DOCUMENT_STATUS,
             public: J::PUBLIC,
+            analysis_slot: J::ANALYSIS_SLOT,
         }
     }
 

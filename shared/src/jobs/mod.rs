@@ -91,6 +91,10 @@ pub trait BackgroundJob: Serialize + DeserializeOwned + Send + Sync + 'static {
     const OWNS_DOCUMENT_STATUS: bool = false;
     /// Listed in the catalogue and `docs/jobs.md` (false for the fault suite's job).
     const PUBLIC: bool = true;
+    /// The job decodes images and runs the analysis tools: a worker runs at most
+    /// `worker.analysis_concurrency` of these at once, and pops one only while it has an
+    /// analysis slot free (their memory, docs/decisions.md "Slots and analysis slots").
+    const ANALYSIS_SLOT: bool = false;
     /// True when [`Self::commit_success`] writes anything. Without such writes the fenced
     /// `SUCCEEDED` is one statement on its own: no `BEGIN` and `COMMIT` round trips.
     const WRITES_ON_SUCCESS: bool = false;

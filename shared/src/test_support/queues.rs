@@ -23,16 +23,24 @@ impl TestContext {
 
     /// Waits until workers have popped every message of `job_type`'s list.
     pub async fn wait_until_consumed(&self, job_type: &str) {
+        self.wait_for_queue_length(job_type, 0).await;
+    }
+
+    /// Waits until `job_type`'s list holds exactly `length` messages.
+    pub async fn wait_for_queue_length(&self, job_type: &str, length: usize) {
         let redis = self.redis_pool();
         eventually(
             DEADLINE,
-            &format!("the {job_type} list is consumed"),
+            &format!("the {job_type} list holds {length} messages"),
             || async {
                 // A failed read (Redis restarting) is one more poll, not a failure.
                 let lengths = broker::queue_lengths(&redis, &self.namespace, &[job_type])
                     .await
                     .ok()?;
-                lengths.iter().all(|(_, length)| *length == 0).then_some(())
+                lengths
+                    .iter()
+                    .all(|(_, found)| usize::try_from(*found).ok() == Some(length))
+                    .then_some(())
             },
         )
         .await;

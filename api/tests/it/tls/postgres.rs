@@ -20,7 +20,7 @@ struct Encrypted {
 async fn session_encrypted(url: &str) -> Result<bool, String> {
     let settings = DatabaseSettings {
         url: Secret::new(url.to_owned()),
-        pool_size: 1,
+        pool_size: Some(1),
         connect_timeout_seconds: 10,
         statement_timeout_ms: quire_shared::config::StatementTimeouts {
             api: 0,

@@ -47,7 +47,10 @@ async fn a_rediss_url_trusting_the_ca_file_pushes_and_pops_and_an_unknown_ca_is_
     let popped = broker::pop(&mut blocking, std::slice::from_ref(&list), 2, 10)
         .await
         .expect("pop");
-    assert_eq!(popped, Some(vec!["hello over tls".to_owned()]));
+    assert_eq!(
+        popped,
+        Some((list.clone(), vec!["hello over tls".to_owned()]))
+    );
 
     // A server whose certificate does not chain to our CA is not Redis to us.
     let untrusted = redis_settings(&url, certs.other_ca.to_str().expect("utf-8 path"));

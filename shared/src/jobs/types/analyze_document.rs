@@ -298,6 +298,7 @@ impl BackgroundJob for AnalyzeDocument {
     };
     const TENANT_GUARD: Option<TenantStatus> = Some(TenantStatus::Active);
     const TIME_LIMIT: Duration = Duration::from_secs(600);
+    const ANALYSIS_SLOT: bool = true;
     const OWNS_DOCUMENT_STATUS: bool = true;
     const WRITES_ON_SUCCESS: bool = true;
 
