@@ -4,7 +4,7 @@
 use quire_shared::config::{Settings, SettingsError, SettingsSource};
 use quire_shared::process::{Launch, ProcessError, QuireProcess};
 
-use crate::args::{BenchArgs, StorageChoice};
+use crate::args::{BenchArgs, StorageChoice, Workload};
 use crate::usage::Usage;
 
 /// The variable that sets `storage.backend` for a run's processes and for the bench.
@@ -37,15 +37,19 @@ impl Stack {
         let workers = (0..args.workers)
             .map(|_| {
                 // Its pool is the worker's own default: a connection per slot, the
-                // claim's and the completer's. Every slot may analyze: an analyze pass
-                // runs --slots analyses at once, as its by-hand pass runs the tools.
-                launch("quire-worker", scope)?
-                    .env("QUIRE__WORKER__CONCURRENCY", args.slots.to_string())
-                    .env(
+                // claim's and the completer's.
+                let worker = launch("quire-worker", scope)?
+                    .env("QUIRE__WORKER__CONCURRENCY", args.slots.to_string());
+                // An analyze pass runs --slots analyses at once, as its by-hand pass runs
+                // the tools; any other workload runs with the default analysis slots.
+                match args.workload {
+                    Workload::Analyze => worker.env(
                         "QUIRE__WORKER__ANALYSIS_CONCURRENCY",
                         args.slots.to_string(),
-                    )
-                    .spawn()
+                    ),
+                    Workload::Noop | Workload::Integrity => worker,
+                }
+                .spawn()
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
