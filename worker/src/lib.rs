@@ -61,6 +61,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         Arc::clone(&context),
         Arc::clone(&slots),
         settings.worker.concurrency,
+        settings.worker.analysis_concurrency,
         served.clone(),
         shutdown.clone(),
     ));

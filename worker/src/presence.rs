@@ -1,6 +1,6 @@
 //! Tells operators this worker is alive: every few seconds its row in `workers` (slots,
-//! busy slots, queues) and its own slot gauges are refreshed; a clean stop removes the
-//! row. Nothing in the job path depends on it, so a failed report is only logged.
+//! busy slots, analysis slots, queues) and its own slot gauges are refreshed; a clean
+//! stop removes the row. Nothing in the job path depends on it, so a failed report is only logged.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,12 +23,14 @@ pub async fn run(
     context: Arc<WorkerContext>,
     slots: Arc<Semaphore>,
     total: usize,
+    analysis_slots: usize,
     queues: Vec<String>,
     shutdown: CancellationToken,
 ) {
     let host = host_name();
     let pid = i32::try_from(std::process::id()).unwrap_or(0);
     let total_slots = i32::try_from(total).unwrap_or(i32::MAX);
+    let analysis_slots = i32::try_from(analysis_slots.min(total)).unwrap_or(i32::MAX);
     metrics::gauge!(quire_shared::metrics::WORKER_SLOTS).set(total as f64);
     loop {
         let busy = total.saturating_sub(slots.available_permits());
@@ -40,6 +42,7 @@ pub async fn run(
             slots: total_slots,
             busy: i32::try_from(busy).unwrap_or(i32::MAX),
             queues: &queues,
+            analysis_slots,
         };
         match context.pool().get().await {
             Ok(mut conn) => {

@@ -13,8 +13,9 @@ use quire_dispatcher::Publisher;
 use quire_shared::broker::WireMessage;
 use quire_shared::db::jobs::{self, Enqueued, NewJob};
 use quire_shared::db::outbox::{self, Published};
+use quire_shared::db::workers::{self, WorkerReport};
 use quire_shared::db::{DbError, PooledConnection, scheduler};
-use quire_shared::jobs::BenchNoop;
+use quire_shared::jobs::{AnalyzeDocument, BackgroundJob, BenchNoop, VerifyDocument};
 use quire_shared::scheduling::Limits;
 use quire_shared::states::{EventStatus, JobStatus};
 use quire_shared::test_support::{eventually, within};
@@ -213,6 +214,45 @@ async fn racing_dispatchers_keep_the_in_flight_bound_and_never_publish_an_event_
         assert_eq!(events[0].status, EventStatus::Published);
         assert_eq!(events[0].publish_attempts, 0);
     }
+}
+
+/// The live slots of a queue bound its messages in flight (with `in_flight_per_queue`),
+/// so that every free slot finds a message. An analysis queue counts only the workers'
+/// analysis slots: a worker pops no more analyses than those, and more messages would
+/// only wait in Redis ahead of another tenant's. A worker that reports none (one of
+/// before) counts all its slots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_analysis_queue_counts_only_the_live_workers_analysis_slots() {
+    let world = World::new().await;
+    let mut conn = world.pool.get().await.expect("connection");
+    let queues = vec![
+        AnalyzeDocument::JOB_TYPE.to_owned(),
+        VerifyDocument::JOB_TYPE.to_owned(),
+    ];
+    for (id, analysis_slots) in [("worker-now", 3), ("worker-before", 16)] {
+        let report = WorkerReport {
+            id,
+            host: "test-host",
+            pid: 1,
+            slots: 16,
+            busy: 0,
+            queues: &queues,
+            analysis_slots,
+        };
+        workers::report(&mut conn, &report).await.expect("report");
+    }
+    let before =
+        diesel::sql_query("UPDATE workers SET analysis_slots = NULL WHERE id = 'worker-before'");
+    diesel_async::RunQueryDsl::execute(before, &mut conn)
+        .await
+        .expect("a worker of before reports no analysis slots");
+
+    let (limits, default_cap) = round_limits(&world);
+    let state = scheduler::read_state(&mut conn, &limits, default_cap)
+        .await
+        .expect("the round's state");
+    assert_eq!(state.slots.get(AnalyzeDocument::JOB_TYPE), Some(&(3 + 16)));
+    assert_eq!(state.slots.get(VerifyDocument::JOB_TYPE), Some(&(16 + 16)));
 }
 
 /// The limits and default cap a dispatcher on the test's settings plans with.

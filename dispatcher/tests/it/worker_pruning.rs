@@ -27,6 +27,7 @@ async fn a_worker_not_seen_for_an_hour_is_forgotten_and_a_live_one_stays() {
             slots: 4,
             busy: 0,
             queues: &queues,
+            analysis_slots: 4,
         };
         workers::report(&mut conn, &report).await.expect("report");
     }

@@ -101,10 +101,20 @@ struct StateRow {
     head_due_at: Option<OffsetDateTime>,
 }
 
+/// The job types that run only in a worker's analysis slots.
+fn analysis_queues() -> Vec<&'static str> {
+    crate::jobs::catalogue()
+        .filter(|spec| spec.analysis_slot)
+        .map(|spec| spec.job_type)
+        .collect()
+}
+
 /// Everything a round plans on, in ONE statement (one round trip, one plan kept per
 /// connection; three statements cost 0.2 ms of planning and two round trips more on
 /// every publish, issue 19):
-/// - the slots of the live workers serving each queue (the `workers` table);
+/// - the slots of the live workers serving each queue (the `workers` table): for a queue
+///   whose jobs need an analysis slot, their analysis slots (a worker pops no more of
+///   those, docs/decisions.md "Slots and analysis slots");
 /// - running and in-flight jobs per queue and tenant. In flight: published and not yet
 ///   claimed (`QUEUED`, its current event announced), or being published right now
 ///   (`PUBLISHING`, its job not yet claimed: `publishing_in_flight`). A held job (its
@@ -124,7 +134,9 @@ pub async fn read_state(
 ) -> Result<State, DbError> {
     let rows = diesel::sql_query(concat!(
         "WITH RECURSIVE live AS ( \
-             SELECT q AS queue, sum(w.slots)::int8 AS slots \
+             SELECT q AS queue, sum(CASE WHEN q = ANY($5) \
+                 THEN LEAST(w.slots, COALESCE(w.analysis_slots, w.slots)) \
+                 ELSE w.slots END)::int8 AS slots \
              FROM workers AS w, unnest(w.queues) AS q \
              WHERE w.last_seen_at > now() - $1 * interval '1 second' \
              GROUP BY 1), \
@@ -185,6 +197,7 @@ pub async fn read_state(
     .bind::<Int8, _>(limits.in_flight_per_queue)
     .bind::<Int8, _>(limits.batch_size)
     .bind::<Int8, _>(default_cap)
+    .bind::<Array<Text>, _>(analysis_queues())
     .prepared()
     .load::<StateRow>(conn)
     .await?;

@@ -227,6 +227,7 @@ diesel::table! {
         queues -> Array<Text>,
         started_at -> Timestamptz,
         last_seen_at -> Timestamptz,
+        analysis_slots -> Nullable<Int4>,
     }
 }
 

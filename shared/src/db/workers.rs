@@ -21,6 +21,8 @@ pub struct WorkerRow {
     pub queues: Vec<String>,
     pub started_at: OffsetDateTime,
     pub last_seen_at: OffsetDateTime,
+    /// Of its slots, those an analysis may run in; `None` from a worker of before.
+    pub analysis_slots: Option<i32>,
 }
 
 /// What a worker reports of itself.
@@ -32,6 +34,9 @@ pub struct WorkerReport<'a> {
     pub slots: i32,
     pub busy: i32,
     pub queues: &'a [String],
+    /// Of its slots, those an analysis may run in (`worker.analysis_concurrency`, at
+    /// most `slots`).
+    pub analysis_slots: i32,
 }
 
 /// Inserts or refreshes the worker's row.
@@ -47,12 +52,14 @@ pub async fn report(
             workers::slots.eq(worker.slots),
             workers::busy.eq(worker.busy),
             workers::queues.eq(worker.queues),
+            workers::analysis_slots.eq(worker.analysis_slots),
         ))
         .on_conflict(workers::id)
         .do_update()
         .set((
             workers::busy.eq(worker.busy),
             workers::slots.eq(worker.slots),
+            workers::analysis_slots.eq(worker.analysis_slots),
             workers::last_seen_at.eq(diesel::dsl::now),
         ))
         .execute(conn)

@@ -47,6 +47,7 @@ async fn live_workers_are_judged_on_the_database_clock_whatever_the_process_cloc
             slots: 4,
             busy: 0,
             queues: &queues,
+            analysis_slots: 4,
         };
         workers::report(&mut conn, &report).await.expect("report");
     }

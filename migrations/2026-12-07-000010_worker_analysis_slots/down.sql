@@ -1,0 +1,1 @@
+ALTER TABLE workers DROP COLUMN analysis_slots;
