@@ -12,6 +12,7 @@
 //! `redis_client`.
 
 use std::ops::Deref;
+use std::time::Duration;
 
 use deadpool_redis::redis;
 use serde::{Deserialize, Serialize};
@@ -100,17 +101,17 @@ pub fn push(pipeline: &mut redis::Pipeline, list: &str, message: &str) {
 }
 
 /// Pops up to `count` messages from the tail of the first of `lists` that has any,
-/// oldest first, waiting at most `timeout_seconds` for one to arrive: that list's name
-/// and its messages, `None` when every list stayed empty. Atomic: a message is either
-/// returned or still in its list.
+/// oldest first, waiting at most `timeout` (to the millisecond) for one to arrive: that
+/// list's name and its messages, `None` when every list stayed empty. Atomic: a message
+/// is either returned or still in its list.
 pub async fn pop(
     conn: &mut BlockingConnection,
     lists: &[String],
-    timeout_seconds: u64,
+    timeout: Duration,
     count: usize,
 ) -> Result<Option<(String, Vec<String>)>, BrokerError> {
     let popped: Option<(String, Vec<String>)> = redis::cmd("BLMPOP")
-        .arg(timeout_seconds)
+        .arg(timeout.as_secs_f64())
         .arg(lists.len())
         .arg(lists)
         .arg("RIGHT")

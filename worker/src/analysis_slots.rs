@@ -22,6 +22,9 @@ pub struct AnalysisSlots {
 pub struct PopPlan<'a> {
     pub lists: Cow<'a, [String]>,
     pub count: usize,
+    /// The analysis lists are left out (every analysis slot is taken): a slot freed
+    /// meanwhile is seen only once the pop returns, so it should return soon.
+    pub without_analyses: bool,
 }
 
 impl AnalysisSlots {
@@ -42,6 +45,7 @@ impl AnalysisSlots {
             return Some(PopPlan {
                 lists: Cow::Borrowed(keys),
                 count: free,
+                without_analyses: false,
             });
         }
         let analyses = self.permits.available_permits();
@@ -49,6 +53,7 @@ impl AnalysisSlots {
             return Some(PopPlan {
                 lists: Cow::Borrowed(keys),
                 count: free.min(analyses),
+                without_analyses: false,
             });
         }
         let others: Vec<String> = keys
@@ -59,6 +64,7 @@ impl AnalysisSlots {
         (!others.is_empty()).then_some(PopPlan {
             lists: Cow::Owned(others),
             count: free,
+            without_analyses: true,
         })
     }
 
@@ -98,6 +104,7 @@ mod tests {
         let plan = slots.plan(&lists, 16).expect("a plan");
         assert_eq!(plan.count, 16);
         assert_eq!(plan.lists.as_ref(), lists.as_slice());
+        assert!(!plan.without_analyses);
     }
 
     #[test]
@@ -119,6 +126,7 @@ mod tests {
         let plan = slots.plan(&lists, 16).expect("a plan");
         assert_eq!(plan.lists.as_ref(), keys(&["verify"]).as_slice());
         assert_eq!(plan.count, 16);
+        assert!(plan.without_analyses);
         assert_eq!(slots.plan(&keys(&["analyze"]), 16), None);
     }
 

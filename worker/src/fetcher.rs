@@ -20,6 +20,14 @@ use crate::analysis_slots::AnalysisSlots;
 use crate::context::WorkerContext;
 use crate::executor::{self, Delivery};
 
+/// A pop that outlives its own server-side timeout by this much is a dead connection.
+const POP_GUARD: Duration = Duration::from_secs(5);
+
+/// How long a pop waits while every analysis slot is taken (and so leaves the analysis
+/// lists out): a freed slot waits at most this long for the next analysis, for ten pops
+/// a second of an otherwise idle worker whose analyses fill their slots.
+const ANALYSIS_RECHECK: Duration = Duration::from_millis(100);
+
 pub async fn run(
     context: Arc<WorkerContext>,
     settings: &Settings,
@@ -28,9 +36,7 @@ pub async fn run(
     analyses: AnalysisSlots,
     shutdown: CancellationToken,
 ) {
-    let pop_timeout = settings.worker.pop_timeout_seconds.max(1);
-    // A pop that outlives its own server-side timeout by this much is a dead connection.
-    let pop_guard = Duration::from_secs(pop_timeout + 5);
+    let pop_timeout = Duration::from_secs(settings.worker.pop_timeout_seconds.max(1));
     let mut tasks = JoinSet::new();
     // Cancelled at the drain deadline: running jobs stop and are queued again at once.
     let hard_stop = CancellationToken::new();
@@ -72,10 +78,17 @@ pub async fn run(
             }
         };
         // Not raced against shutdown: dropping a pop Redis already answered would lose
-        // the messages. Shutdown waits at most one pop timeout.
+        // the messages. Shutdown waits at most one pop timeout. Nor against a freed
+        // analysis slot, for the same reason: a pop without the analysis lists waits
+        // only briefly instead, so that the next analysis starts soon after a slot frees.
+        let wait = if plan.without_analyses {
+            ANALYSIS_RECHECK.min(pop_timeout)
+        } else {
+            pop_timeout
+        };
         let popped = tokio::time::timeout(
-            pop_guard,
-            broker::pop(&mut conn, &plan.lists, pop_timeout, plan.count),
+            wait + POP_GUARD,
+            broker::pop(&mut conn, &plan.lists, wait, plan.count),
         )
         .await;
         drop(plan);

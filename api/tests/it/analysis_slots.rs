@@ -71,6 +71,9 @@ async fn a_worker_whose_analysis_slot_is_taken_leaves_the_next_analysis_queued()
     let _worker = app.start_worker_with(app.settings_with(|settings| {
         settings.worker.concurrency = 4;
         settings.worker.analysis_concurrency = 1;
+        // Far beyond the test's deadline: the freed analysis slot below must not wait
+        // for a pop of the other lists to time out.
+        settings.worker.pop_timeout_seconds = 3600;
     }));
     let ((running_job, running), (waiting_job, waiting)) = first_reached(first, second).await;
 
@@ -87,7 +90,8 @@ async fn a_worker_whose_analysis_slot_is_taken_leaves_the_next_analysis_queued()
         .wait_for_queue_length(AnalyzeDocument::JOB_TYPE, 1)
         .await;
 
-    // The slot freed, the second analysis runs in it.
+    // The slot freed, the second analysis runs in it, without waiting for the pop of
+    // the other lists that was under way to time out.
     running.release();
     app.wait_for_job(running_job, JobStatus::Succeeded).await;
     waiting.release();

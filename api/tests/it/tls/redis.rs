@@ -44,9 +44,14 @@ async fn a_rediss_url_trusting_the_ca_file_pushes_and_pops_and_an_unknown_ca_is_
     let mut blocking = redis_client::blocking_connection(&settings)
         .await
         .expect("blocking connection over tls");
-    let popped = broker::pop(&mut blocking, std::slice::from_ref(&list), 2, 10)
-        .await
-        .expect("pop");
+    let popped = broker::pop(
+        &mut blocking,
+        std::slice::from_ref(&list),
+        std::time::Duration::from_secs(2),
+        10,
+    )
+    .await
+    .expect("pop");
     assert_eq!(
         popped,
         Some((list.clone(), vec!["hello over tls".to_owned()]))
