@@ -149,18 +149,20 @@ pub async fn stats(settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Live workers: id, host, pid, busy/total slots, queues, last seen.
+/// Live workers: id, host, pid, busy/total slots, analysis slots ("-" from a worker of
+/// before they existed), queues, last seen.
 pub async fn workers(settings: &Settings) -> anyhow::Result<()> {
     let pool = connect(settings).await?;
     let mut conn = pool.get().await?;
     for worker in workers::live(&mut conn).await? {
         println!(
-            "{}\t{}\t{}\t{}/{}\t{}\t{}",
+            "{}\t{}\t{}\t{}/{}\t{}\t{}\t{}",
             worker.id,
             worker.host,
             worker.pid,
             worker.busy,
             worker.slots,
+            worker.analysis_slots_label(),
             worker.queues.join(","),
             worker.last_seen_at
         );

@@ -238,11 +238,12 @@ pub fn overview(view: &Overview) -> String {
     let mut workers = String::new();
     for worker in &view.workers {
         workers.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&worker.id),
             escape(&worker.host),
             worker.busy,
             worker.slots,
+            worker.analysis_slots_label(),
             escape(&worker.queues.join(", ")),
             worker.last_seen_at
         ));
@@ -263,7 +264,7 @@ pub fn overview(view: &Overview) -> String {
          <section id=\"failed\"><h2>Failed jobs</h2>{}</section>\
          <section id=\"active\"><h2>Queued and running (oldest first)</h2>{}</section>\
          <section id=\"finished\"><h2>Recently finished</h2>{}</section>\
-         <section><h2>Workers</h2><table><tr><th>worker</th><th>host</th><th>busy/slots</th><th>queues</th><th>last seen</th></tr>{workers}</table></section>\
+         <section><h2>Workers</h2><table><tr><th>worker</th><th>host</th><th>busy/slots</th><th>analysis slots</th><th>queues</th><th>last seen</th></tr>{workers}</table></section>\
          </main>",
         escape(&view.operator),
         escape(&view.csrf),

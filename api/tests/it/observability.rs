@@ -244,7 +244,7 @@ async fn the_admin_cli_inspects_retries_and_cancels_jobs() {
     assert_eq!(app.job(failing).await.status, JobStatus::Queued);
 
     let worker = app.start_worker();
-    eventually(
+    let listed = eventually(
         Duration::from_secs(30),
         "the worker reports itself",
         || async {
@@ -253,6 +253,15 @@ async fn the_admin_cli_inspects_retries_and_cancels_jobs() {
         },
     )
     .await;
+    // id, host, pid, busy/slots, analysis slots (at most its 4 slots), queues, last seen.
+    let fields: Vec<&str> = listed
+        .lines()
+        .next()
+        .expect("a worker")
+        .split('\t')
+        .collect();
+    assert_eq!(fields.len(), 7, "{listed}");
+    assert_eq!(fields[4], "4", "{listed}");
     worker.drain().await;
     assert!(
         !run(&["workers"]).contains("/4"),

@@ -25,6 +25,15 @@ pub struct WorkerRow {
     pub analysis_slots: Option<i32>,
 }
 
+impl WorkerRow {
+    /// Its analysis slots as operators see them (dashboard, `quire-admin workers`): "-"
+    /// from a worker of before they existed.
+    pub fn analysis_slots_label(&self) -> String {
+        self.analysis_slots
+            .map_or_else(|| "-".to_owned(), |slots| slots.to_string())
+    }
+}
+
 /// What a worker reports of itself.
 #[derive(Debug, Clone)]
 pub struct WorkerReport<'a> {
