@@ -891,6 +891,16 @@ pub fn workspace_config_dir() -> PathBuf {
 mod tests {
     use super::*;
 
+    /// Each variable set alone to its value, on the development profile, is refused.
+    fn assert_each_refused(settings: &[(&str, &str)]) {
+        for &(key, value) in settings {
+            assert!(
+                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
+                "{key} = {value} was accepted"
+            );
+        }
+    }
+
     fn source(profile: Profile, env: &[(&str, &str)]) -> SettingsSource {
         SettingsSource {
             config_dir: workspace_config_dir(),
@@ -940,18 +950,13 @@ mod tests {
             settings.webhooks.allowed_networks,
             vec!["10.20.0.0/16", "fd00::/8"]
         );
-        for (key, value) in [
+        assert_each_refused(&[
             ("QUIRE__WEBHOOKS__ALLOWED_NETWORKS", "not-a-network"),
             ("QUIRE__WEBHOOKS__REQUEST_TIMEOUT_MS", "60000"),
             ("QUIRE__WEBHOOKS__CONNECT_TIMEOUT_MS", "0"),
             ("QUIRE__WEBHOOKS__RETRY_FOR_SECONDS", "0"),
             ("QUIRE__WEBHOOKS__DISABLE_AFTER_FAILURES", "0"),
-        ] {
-            assert!(
-                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
-                "{key} = {value} was accepted"
-            );
-        }
+        ]);
     }
 
     #[test]
@@ -973,15 +978,10 @@ mod tests {
             vec![DateLanguage::De, DateLanguage::En]
         );
         assert_eq!(settings.analysis.date_order, DateOrder::Ymd);
-        for (key, value) in [
+        assert_each_refused(&[
             ("QUIRE__ANALYSIS__DATE_LANGUAGES", "de,xx"),
             ("QUIRE__ANALYSIS__DATE_ORDER", "dym"),
-        ] {
-            assert!(
-                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
-                "{key}={value}"
-            );
-        }
+        ]);
     }
 
     #[test]
@@ -990,17 +990,12 @@ mod tests {
         assert_eq!(defaults.scheduling.max_running_per_tenant, 64);
         assert!(defaults.scheduling.express);
         assert_eq!(defaults.scheduling.bulk_share_percent, 20);
-        for (key, value) in [
+        assert_each_refused(&[
             ("QUIRE__SCHEDULING__BULK_SHARE_PERCENT", "0"),
             ("QUIRE__SCHEDULING__BULK_SHARE_PERCENT", "101"),
             ("QUIRE__SCHEDULING__IN_FLIGHT_PER_QUEUE", "0"),
             ("QUIRE__SCHEDULING__MAX_RUNNING_PER_TENANT", "0"),
-        ] {
-            assert!(
-                Settings::from_source(&source(Profile::Development, &[(key, value)])).is_err(),
-                "{key} = {value} was accepted"
-            );
-        }
+        ]);
     }
 
     #[test]
@@ -1019,34 +1014,24 @@ mod tests {
         .expect("settings");
         assert_eq!(set.worker_pool_size(), 5);
         assert_eq!(set.database.pool_size_or(DEFAULT_POOL_SIZE), 5);
-        for key in [
-            "QUIRE__DATABASE__POOL_SIZE",
-            "QUIRE__WORKER__CONCURRENCY",
-            "QUIRE__WORKER__ANALYSIS_CONCURRENCY",
-        ] {
-            assert!(
-                Settings::from_source(&source(Profile::Development, &[(key, "0")])).is_err(),
-                "{key} = 0 was accepted"
-            );
-        }
+        assert_each_refused(&[
+            ("QUIRE__DATABASE__POOL_SIZE", "0"),
+            ("QUIRE__WORKER__CONCURRENCY", "0"),
+            ("QUIRE__WORKER__ANALYSIS_CONCURRENCY", "0"),
+        ]);
     }
 
     #[test]
     fn event_stream_settings_are_checked() {
         let defaults = Settings::from_source(&source(Profile::Development, &[])).expect("settings");
         assert_eq!(defaults.events.retention(), Duration::from_secs(72 * 3600));
-        for key in [
-            "QUIRE__EVENTS__RETENTION_HOURS",
-            "QUIRE__EVENTS__HEARTBEAT_SECONDS",
-            "QUIRE__EVENTS__BUFFER_MESSAGES",
-            "QUIRE__EVENTS__PAGE_SIZE",
-            "QUIRE__EVENTS__MAX_STREAMS_PER_TENANT",
-        ] {
-            assert!(
-                Settings::from_source(&source(Profile::Development, &[(key, "0")])).is_err(),
-                "{key} = 0 was accepted"
-            );
-        }
+        assert_each_refused(&[
+            ("QUIRE__EVENTS__RETENTION_HOURS", "0"),
+            ("QUIRE__EVENTS__HEARTBEAT_SECONDS", "0"),
+            ("QUIRE__EVENTS__BUFFER_MESSAGES", "0"),
+            ("QUIRE__EVENTS__PAGE_SIZE", "0"),
+            ("QUIRE__EVENTS__MAX_STREAMS_PER_TENANT", "0"),
+        ]);
     }
 
     #[test]

@@ -41,11 +41,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> anyhow::Res
         .collect();
     let analyses = analysis_slots::AnalysisSlots::new(
         settings.worker.analysis_concurrency,
-        served
-            .iter()
-            .filter(|job_type| {
-                quire_shared::jobs::find(job_type).is_some_and(|t| t.spec().analysis_slot)
-            })
+        quire_shared::jobs::analysis_slot_types()
+            .into_iter()
             .map(|job_type| broker::queue_key(&settings.redis.namespace, job_type)),
     );
     tracing::info!(

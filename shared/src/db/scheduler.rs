@@ -101,13 +101,10 @@ struct StateRow {
     head_due_at: Option<OffsetDateTime>,
 }
 
-/// The job types that run only in a worker's analysis slots.
-fn analysis_queues() -> Vec<&'static str> {
-    crate::jobs::catalogue()
-        .filter(|spec| spec.analysis_slot)
-        .map(|spec| spec.job_type)
-        .collect()
-}
+/// The job types that run only in a worker's analysis slots, read once: every round
+/// binds them.
+static ANALYSIS_QUEUES: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(crate::jobs::analysis_slot_types);
 
 /// Everything a round plans on, in ONE statement (one round trip, one plan kept per
 /// connection; three statements cost 0.2 ms of planning and two round trips more on
@@ -197,7 +194,7 @@ pub async fn read_state(
     .bind::<Int8, _>(limits.in_flight_per_queue)
     .bind::<Int8, _>(limits.batch_size)
     .bind::<Int8, _>(default_cap)
-    .bind::<Array<Text>, _>(analysis_queues())
+    .bind::<Array<Text>, _>(&*ANALYSIS_QUEUES)
     .prepared()
     .load::<StateRow>(conn)
     .await?;

@@ -27,7 +27,8 @@ pub use catalogue::{JobSpec, RETIRED_JOB_TYPES, render_markdown};
 pub use context::JobContext;
 pub use error::JobError;
 pub use registry::{
-    Prepared, Runnable, catalogue, document_status_owners, find, job_types, public_job_types,
+    Prepared, Runnable, analysis_slot_types, catalogue, document_status_owners, find, job_types,
+    public_job_types,
 };
 pub use types::*;
 

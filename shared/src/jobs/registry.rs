@@ -132,6 +132,15 @@ pub fn document_status_owners() -> Vec<&'static str> {
         .collect()
 }
 
+/// The types that run only in a worker's analysis slots (`ANALYSIS_SLOT`): the worker
+/// pops them only while one is free, and the dispatcher bounds their queues by them.
+pub fn analysis_slot_types() -> Vec<&'static str> {
+    catalogue()
+        .filter(|spec| spec.analysis_slot)
+        .map(|spec| spec.job_type)
+        .collect()
+}
+
 /// The types an API client or operator may see (never the fault suite's).
 pub fn public_job_types() -> impl Iterator<Item = JobSpec> {
     catalogue().filter(|spec| spec.public)
