@@ -48,3 +48,48 @@ async fn every_foreign_key_has_an_index() {
         .collect();
     assert!(names.is_empty(), "foreign keys without an index: {names:?}");
 }
+
+#[derive(QueryableByName)]
+struct Redundant {
+    #[diesel(sql_type = Text)]
+    redundant: String,
+    #[diesel(sql_type = Text)]
+    covered_by: String,
+}
+
+/// Every index entry costs each write of its row (an upload writes some twenty), so no
+/// plain index may be one that another already is: a non-unique index on every row whose
+/// key columns lead another such index of the same table, of the same kind, serves no
+/// lookup the other does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_index_is_the_leading_part_of_another() {
+    let database = TestDatabase::create().await;
+    let mut conn = AsyncPgConnection::establish(&database.url)
+        .await
+        .expect("connect");
+    let redundant: Vec<Redundant> = diesel::sql_query(
+        "SELECT a.indexrelid::regclass::text AS redundant, \
+                b.indexrelid::regclass::text AS covered_by \
+         FROM pg_index a \
+         JOIN pg_class ac ON ac.oid = a.indexrelid \
+         JOIN pg_namespace n ON n.oid = ac.relnamespace AND n.nspname = current_schema() \
+         JOIN pg_index b ON b.indrelid = a.indrelid AND b.indexrelid <> a.indexrelid \
+         JOIN pg_class bc ON bc.oid = b.indexrelid \
+         WHERE NOT a.indisunique AND a.indpred IS NULL AND a.indexprs IS NULL \
+           AND b.indpred IS NULL AND b.indexprs IS NULL AND ac.relam = bc.relam \
+           AND a.indnkeyatts <= b.indnkeyatts \
+           AND (a.indkey::int2[])[0:a.indnkeyatts - 1] = (b.indkey::int2[])[0:a.indnkeyatts - 1] \
+           AND (a.indclass::oid[])[0:a.indnkeyatts - 1] = (b.indclass::oid[])[0:a.indnkeyatts - 1] \
+           AND (a.indcollation::oid[])[0:a.indnkeyatts - 1] \
+               = (b.indcollation::oid[])[0:a.indnkeyatts - 1] \
+         ORDER BY 1, 2",
+    )
+    .load(&mut conn)
+    .await
+    .expect("query");
+    let pairs: Vec<String> = redundant
+        .iter()
+        .map(|row| format!("{} (covered by {})", row.redundant, row.covered_by))
+        .collect();
+    assert!(pairs.is_empty(), "redundant indexes: {pairs:?}");
+}

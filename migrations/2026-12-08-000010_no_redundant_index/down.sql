@@ -1,0 +1,1 @@
+CREATE INDEX IF NOT EXISTS document_versions_tenant_idx ON document_versions (tenant_id);
