@@ -4,8 +4,12 @@
 -- instant like every id Quire makes, half of them in the first tenant of $5 and the rest
 -- round-robin over the others. Job types in the proportions of an intake service
 -- (analyze, verify, purge, webhook and no-op jobs), 2 % FAILED and 1 % CANCELLED, the rest
--- SUCCEEDED; every event PUBLISHED but a cancelled job's last. One statement per chunk:
--- the jobs' insert runs in a CTE, so each event's foreign key finds its job.
+-- SUCCEEDED; every event PUBLISHED but a cancelled job's last. Each row as Quire writes it,
+-- to the byte: the stored message is `quire_event_message`'s (the publication's task id
+-- and time go over Redis only), `claimed_by` a dispatcher's id. Rows larger than Quire's
+-- own left every history page room for one more of those, and the mark's moved events
+-- went one to a cold page (docs/benchmarks.md, "Fourth full size"). One statement per
+-- chunk: the jobs' insert runs in a CTE, so each event's foreign key finds its job.
 WITH g AS (
   SELECT i,
     now() - make_interval(secs => $6::float8 * (1 - i::float8 / $3::int8)) AS at,
@@ -58,10 +62,9 @@ WITH g AS (
 INSERT INTO outbox_events (id, job_id, tenant_id, queue, message, status, publish_attempts,
     next_attempt_at, claimed_at, claimed_by, broker_task_id, published_at, created_at, priority)
 SELECT event_id, job_id, tenant_id, job_type,
-    jsonb_build_object('v', 1, 'event_id', event_id, 'job_id', job_id, 'tenant_id', tenant_id,
-                       'job_type', job_type, 'task_id', gen_random_uuid(),
-                       'published_at', event_at),
+    quire_event_message(event_id, job_id, tenant_id, job_type, NULL),
     CASE WHEN status = 'CANCELLED' AND k = $4 THEN 'CANCELLED' ELSE 'PUBLISHED' END, 0,
-    event_at, event_at, 'history-dispatcher', gen_random_uuid(), event_at, event_at,
+    event_at, event_at, 'dispatcher-' || replace(gen_random_uuid()::text, '-', ''),
+    gen_random_uuid(), event_at, event_at,
     CASE WHEN job_type = 'verify-document' THEN 'bulk' ELSE 'interactive' END
 FROM e
