@@ -7,7 +7,7 @@
 -- SUCCEEDED; every event PUBLISHED but a cancelled job's last. Each row as Quire writes it,
 -- to the byte: the stored message is `quire_event_message`'s (the publication's task id
 -- and time go over Redis only), `claimed_by` a dispatcher's id. Rows larger than Quire's
--- own left every history page room for one more of those, and the mark's moved events
+-- own left many history pages room for one more of those, and the mark's moved events
 -- went one to a cold page (docs/benchmarks.md, "Fourth full size"). One statement per
 -- chunk: the jobs' insert runs in a CTE, so each event's foreign key finds its job.
 WITH g AS (
